@@ -1,0 +1,3 @@
+from speedlayer.cli import main
+
+main()

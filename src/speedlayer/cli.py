@@ -1,0 +1,104 @@
+"""The ``speedlayer`` command: run a job, list jobs.
+
+    speedlayer run fleet --source 'generator://?rate=20000&seed=7' --sink windows=parquet:out/windows
+    speedlayer jobs
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
+from rich.console import Console
+
+from speedlayer import __version__
+from speedlayer.config import build_settings, load_yaml, output_modes, pairs
+from speedlayer.errors import SpeedlayerError
+
+app = typer.Typer(
+    name="speedlayer",
+    help="Real-time stream processing on Spark Structured Streaming.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+
+@app.command("jobs")
+def jobs_command() -> None:
+    """List the jobs, one line each, with their outputs."""
+    from speedlayer.pipelines import JOBS
+
+    for job in JOBS.values():
+        out.print(f"{job.name:<12} {job.summary} (outputs: {', '.join(job.outputs)})", soft_wrap=True, markup=False)
+
+
+@app.command("run")
+def run_command(
+    job: str = typer.Argument(..., help="job to run (see 'speedlayer jobs')"),
+    source: Optional[str] = typer.Option(None, "--source", help="source URI, e.g. generator://?rate=5000 or files:///landing"),
+    sink: Optional[List[str]] = typer.Option(None, "--sink", help="NAME=URI, e.g. windows=parquet:out/windows (repeatable)"),
+    trigger: Optional[str] = typer.Option(None, "--trigger", help="processing:5s | available-now | once | continuous:1s"),
+    output_mode: Optional[List[str]] = typer.Option(None, "--output-mode", help="MODE or NAME=MODE: append | update | complete"),
+    watermark: Optional[str] = typer.Option(None, "--watermark", help="event-time watermark delay (default 5s)"),
+    window: Optional[str] = typer.Option(None, "--window", help="tumbling window length (default 10s)"),
+    slide: Optional[str] = typer.Option(None, "--slide", help="slide of the sliding windows (default 10s)"),
+    sliding_window: Optional[str] = typer.Option(None, "--sliding-window", help="length of the sliding windows (default 1min)"),
+    zones: Optional[str] = typer.Option(None, "--zones", help="speed-limit zones CSV (default: the built-in table)"),
+    state_dir: Optional[str] = typer.Option(None, "--state-dir", help="checkpoints live here; a restart resumes from it"),
+    duration: Optional[float] = typer.Option(None, "--duration", help="stop gracefully after this many seconds"),
+    max_events: Optional[int] = typer.Option(None, "--max-events", help="process exactly N generated events, then exit"),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])"),
+    conf: Optional[List[str]] = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
+    config: Optional[str] = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
+    live: Optional[bool] = typer.Option(None, "--live/--no-live", help="redraw a live view (default: on a terminal)"),
+) -> None:
+    """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
+    if duration is not None and max_events is not None:
+        raise click.UsageError("give --duration or --max-events, not both")
+    flags = {
+        "job": job, "source": source, "sinks": pairs(sink, "--sink", "NAME=URI"), "trigger": trigger,
+        "output_mode": output_modes(output_mode), "watermark": watermark, "window": window, "slide": slide,
+        "sliding_window": sliding_window, "zones": zones, "state_dir": state_dir, "duration": duration,
+        "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
+    }
+    settings = build_settings(load_yaml(config) if config else {}, flags)
+    from speedlayer.run_command import execute
+
+    execute(settings, live=sys.stdout.isatty() if live is None else live, console=out, errors=err)
+
+
+@app.command("version")
+def version_command() -> None:
+    """Print speedlayer's version."""
+    out.print(f"speedlayer {__version__}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: user mistakes exit 2 with one line, no traceback."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("stopped")
+        sys.exit(130)
+    except click.NoArgsIsHelpError as exc:
+        out.print(exc.format_message(), soft_wrap=True)
+        sys.exit(0)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        err.print(f"error: {exc.format_message()}{hint}", soft_wrap=True)
+        sys.exit(2)
+    except SpeedlayerError as exc:
+        err.print(f"error: {exc}", soft_wrap=True)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Run settings: from a YAML file (``--config``) and CLI flags, flags winning; validated by pydantic.
+
+    # fleet.yaml
+    job: fleet
+    source: generator://?rate=20000&seed=7
+    sinks:
+      windows: parquet:out/windows
+      alerts: parquet:out/alerts
+    trigger: processing:5s
+    output_mode: {windows: append}
+    watermark: 5s
+    conf: {spark.sql.shuffle.partitions: "4"}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from speedlayer.errors import ConfigError
+from speedlayer.uris import mask_secrets
+
+DEFAULT_SOURCE = "generator://"
+
+
+class RunSettings(BaseModel):
+    """Everything ``speedlayer run`` needs; unknown keys are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: str
+    source: str = DEFAULT_SOURCE
+    sinks: dict[str, str] = Field(default_factory=dict)
+    trigger: str = "processing:0s"
+    output_mode: dict[str, str] = Field(default_factory=dict)  # {"*": mode} applies to every output
+    watermark: str = "5s"
+    window: str = "10s"
+    slide: str = "10s"
+    sliding_window: str = "1min"
+    zones: str | None = None
+    state_dir: str | None = None
+    duration: float | None = Field(None, gt=0)
+    max_events: int | None = Field(None, gt=0)
+    master: str = "local[*]"
+    conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("output_mode", mode="before")
+    @classmethod
+    def _one_mode_for_all(cls, value: Any) -> Any:
+        return {"*": value} if isinstance(value, str) else value
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _conf_as_text(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+        return value
+
+    def masked(self) -> dict[str, Any]:
+        """The settings with secrets in URIs masked, for printing and run manifests."""
+        data = self.model_dump()
+        data["source"] = mask_secrets(self.source)
+        data["sinks"] = {k: mask_secrets(v) for k, v in self.sinks.items()}
+        data["conf"] = {k: ("***" if any(s in k.lower() for s in ("password", "secret", "token")) else v)
+                        for k, v in self.conf.items()}
+        return data
+
+
+def pairs(items: list[str] | None, flag: str, hint: str) -> dict[str, str]:
+    """``["a=1", "b=2"]`` as a dict; a malformed or repeated item is a ConfigError naming the flag.
+
+    >>> pairs(["windows=parquet:out/w"], "--sink", "NAME=URI")
+    {'windows': 'parquet:out/w'}
+    """
+    result: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ConfigError(f"{flag} {item!r} is not {hint}")
+        if key.strip() in result:
+            raise ConfigError(f"{flag} gives {key.strip()!r} twice: keep one")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def output_modes(items: list[str] | None) -> dict[str, str]:
+    """``--output-mode update`` (every output) or ``--output-mode windows=update`` (one output)."""
+    modes: dict[str, str] = {}
+    for item in items or []:
+        if "=" in item:
+            modes.update(pairs([item], "--output-mode", "MODE or NAME=MODE"))
+        else:
+            modes["*"] = item.strip()
+    return modes
+
+
+def load_yaml(path: str) -> dict[str, Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"config file {path} does not exist: check the path given to --config")
+    try:
+        data = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"config file {path} is not valid YAML{where}: fix its syntax") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must be a mapping of settings (job:, source:, sinks:, ...)")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def build_settings(file_values: Mapping[str, Any], flag_values: Mapping[str, Any]) -> RunSettings:
+    """Merge the YAML file's values with the flags given on the command line (flags win).
+
+    Mappings (sinks, conf, output modes) merge key by key.
+    """
+    merged: dict[str, Any] = dict(file_values)
+    if "output_mode" in merged:
+        merged["output_mode"] = RunSettings._one_mode_for_all(merged["output_mode"])
+    for key, value in flag_values.items():
+        if value is None or value == {} or value == []:
+            continue
+        if key in ("sinks", "conf", "output_mode") and isinstance(merged.get(key), Mapping):
+            merged[key] = {**merged[key], **value}
+        else:
+            merged[key] = value
+    try:
+        return RunSettings(**merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = ".".join(str(p) for p in err["loc"]) or "settings"
+        if err["type"] == "extra_forbidden":
+            raise ConfigError(f"unknown setting {name!r}: known settings are {', '.join(RunSettings.model_fields)}") from None
+        if err["type"] == "missing":
+            raise ConfigError(f"setting {name!r} is required: give it on the command line or in the config file") from None
+        raise ConfigError(f"setting {name!r}: {err['msg']} (got {err.get('input')!r})") from None

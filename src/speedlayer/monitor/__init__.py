@@ -1,0 +1,1 @@
+"""Seeing what a stream does: progress tracking and the live terminal view."""

@@ -1,0 +1,77 @@
+"""The live terminal view of a run (rich): rates per query and the latest rows of each console output."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+
+from speedlayer.sinks.console import BatchView, render_table
+
+if TYPE_CHECKING:
+    from speedlayer.runner import Run
+
+
+def rates_table(run: "Run") -> Table:
+    """One row per query: batches, input and processing rates, last batch time, watermark."""
+    table = Table(title="queries", title_justify="left", expand=False)
+    for column in ("output", "sink", "mode", "batches", "input rows/s", "processed rows/s", "batch ms", "watermark"):
+        table.add_column(column, justify="right" if "rows" in column or column in ("batches", "batch ms") else "left")
+    progress = run.tracker.snapshot()
+    for qp in run.plan.queries:
+        p = progress.get(qp.name)
+        table.add_row(
+            qp.output.name, qp.sink.describe(), qp.mode,
+            str(p.batches) if p else "0",
+            f"{p.input_rate:,.0f}" if p else "-",
+            f"{p.processing_rate:,.0f}" if p else "-",
+            str(p.batch_ms) if p else "-",
+            (p.watermark or "-").replace("T", " ").removesuffix(".000Z") if p else "-",
+        )
+    return table
+
+
+class LiveView:
+    """Redraws in place a few times a second while a run goes on; falls back to plain prints."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console()
+        self._latest: dict[str, BatchView] = {}
+        self._lock = threading.Lock()
+        self._run: Run | None = None
+        self._live: Live | None = None
+        self._started = time.monotonic()
+
+    def show_batch(self, view: BatchView) -> None:
+        """Replace the rows shown for ``view.output`` (called from each console sink's batch)."""
+        with self._lock:
+            self._latest[view.output] = view
+
+    def __rich__(self) -> Group:
+        parts = []
+        if self._run is not None:
+            plan = self._run.plan
+            elapsed = time.monotonic() - self._started
+            header = (f"[b]{plan.job.name}[/b] · {plan.source.describe()} · trigger {plan.trigger} · "
+                      f"{elapsed:,.0f}s · Ctrl-C stops after the current batch")
+            parts.append(Panel(header, expand=False))
+            parts.append(rates_table(self._run))
+        with self._lock:
+            parts.extend(render_table(v) for v in self._latest.values())
+        return Group(*parts)
+
+    def attach(self, run: "Run") -> None:
+        self._run = run
+        self._started = time.monotonic()
+        self._live = Live(self, console=self.console, refresh_per_second=4, transient=False)
+        self._live.start()
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None

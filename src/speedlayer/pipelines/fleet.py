@@ -1,0 +1,119 @@
+"""The fleet job: per-vehicle speed windows, sliding averages and over-speed alerts.
+
+Pure DataFrame functions: the same code runs on a static DataFrame (tests, backfills) and on a
+stream. Re-sent events are dropped by ``event_id`` before anything is counted.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from speedlayer.durations import spark_interval
+from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, Output, Params
+from speedlayer.schemas import VEHICLE_EVENT
+from speedlayer.zones import load_zones, zone_of
+
+
+def with_watermark(events: DataFrame, params: Params) -> DataFrame:
+    """Event-time watermark on ``event_time`` (none on a static DataFrame or in continuous mode)."""
+    if not events.isStreaming or params.continuous:
+        return events
+    return events.withWatermark("event_time", spark_interval(params.watermark_ms))
+
+
+def drop_duplicate_events(events: DataFrame, params: Params) -> DataFrame:
+    """Drop re-sent events by ``event_id``: within the watermark on a stream, all of them in batch."""
+    if params.continuous:
+        return events
+    if events.isStreaming:
+        return events.dropDuplicatesWithinWatermark(["event_id"])
+    return events.dropDuplicates(["event_id"])
+
+
+def with_speed_limit(events: DataFrame, params: Params) -> DataFrame:
+    """Add zone_id, zone_name and speed_limit_kmh of the zone each event is in."""
+    zone_id, zone_name, limit = zone_of(F.col("lat"), F.col("lon"), load_zones(params.zones))
+    return events.select("*", zone_id.alias("zone_id"), zone_name.alias("zone_name"), limit.alias("speed_limit_kmh"))
+
+
+def _flatten_window(df: DataFrame) -> DataFrame:
+    return df.select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                     *[c for c in df.columns if c != "window"])
+
+
+def speed_windows(events: DataFrame, params: Params) -> DataFrame:
+    """Tumbling windows per vehicle: events, average and max speed, events over the limit.
+
+    >>> speed_windows(events_df, Params(window_ms=10_000)).columns  # doctest: +SKIP
+    ['window_start', 'window_end', 'vehicle_id', 'events', 'avg_speed_kmh', 'max_speed_kmh', 'over_limit_events']
+    """
+    over = (F.col("speed_kmh") > F.col("speed_limit_kmh")).cast("int")
+    return _flatten_window(
+        with_speed_limit(events, params)
+        .groupBy(F.window("event_time", spark_interval(params.window_ms)), "vehicle_id")
+        .agg(
+            F.count(F.lit(1)).alias("events"),
+            F.avg("speed_kmh").alias("avg_speed_kmh"),
+            F.max("speed_kmh").alias("max_speed_kmh"),
+            F.coalesce(F.sum(over), F.lit(0)).cast("long").alias("over_limit_events"),
+        )
+    )
+
+
+def sliding_averages(events: DataFrame, params: Params) -> DataFrame:
+    """Sliding windows per vehicle (default 1 min every 10 s): events and average speed."""
+    window = F.window("event_time", spark_interval(params.sliding_window_ms), spark_interval(params.slide_ms))
+    return _flatten_window(
+        events.groupBy(window, "vehicle_id").agg(
+            F.count(F.lit(1)).alias("events"), F.avg("speed_kmh").alias("avg_speed_kmh")
+        )
+    )
+
+
+def overspeed_alerts(events: DataFrame, params: Params) -> DataFrame:
+    """One alert per event faster than its zone's limit; stateless, so it runs in continuous mode too."""
+    return (
+        with_speed_limit(events, params)
+        .where(F.col("speed_kmh") > F.col("speed_limit_kmh"))
+        .select(
+            "event_id", "vehicle_id", "event_time", "speed_kmh", "speed_limit_kmh",
+            F.round(F.col("speed_kmh") - F.col("speed_limit_kmh"), 1).alias("excess_kmh"),
+            "zone_id", "zone_name", "lat", "lon", "ingest_time",
+        )
+    )
+
+
+def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]:
+    """All outputs of the fleet job from decoded vehicle events.
+
+    >>> outputs = fleet_pipeline(decoded.events, Params())  # doctest: +SKIP
+    >>> sorted(outputs)                                      # doctest: +SKIP
+    ['alerts', 'sliding', 'windows']
+    """
+    clean = drop_duplicate_events(with_watermark(events, params), params)
+    return {
+        "windows": speed_windows(clean, params),
+        "sliding": sliding_averages(clean, params),
+        "alerts": overspeed_alerts(clean, params),
+    }
+
+
+FLEET = Job(
+    name="fleet",
+    summary="ride-hailing fleet: per-vehicle speed windows, sliding averages, over-speed alerts",
+    schema=VEHICLE_EVENT,
+    pipeline=fleet_pipeline,
+    outputs={
+        "windows": Output("windows", "per-vehicle tumbling windows: events, avg/max speed, events over the limit",
+                          (APPEND, UPDATE, COMPLETE), APPEND, True, ("window_start", "window_end", "vehicle_id")),
+        "sliding": Output("sliding", "per-vehicle sliding-window average speed",
+                          (APPEND, UPDATE, COMPLETE), APPEND, True, ("window_start", "window_end", "vehicle_id")),
+        "alerts": Output("alerts", "events faster than their zone's speed limit",
+                         (APPEND, UPDATE), APPEND, False, ("event_id",)),
+        "dead-letters": DEAD_LETTERS,
+    },
+    default_outputs=("windows", "alerts"),
+)

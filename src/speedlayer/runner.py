@@ -1,0 +1,348 @@
+"""The runner: validates a run before anything starts, then wires source -> decode -> pipeline -> sinks.
+
+Every selected output becomes one streaming query with its own checkpoint under the state
+directory. ``plan_run`` does all the checking that needs no Spark (modes, triggers, URIs, paths);
+``Run`` starts the queries, watches them and stops them gracefully.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from speedlayer.config import RunSettings
+from speedlayer.decode import decode
+from speedlayer.durations import parse_duration, positive_duration
+from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
+from speedlayer.monitor.progress import ProgressTracker
+from speedlayer.pipelines import get_job
+from speedlayer.pipelines.base import OUTPUT_MODES, Job, Output, Params
+from speedlayer.sinks import open_sink
+from speedlayer.sinks.base import Sink, Target
+from speedlayer.sources import open_source
+from speedlayer.sources.base import Source
+from speedlayer.triggers import Trigger, parse_trigger
+
+MANIFEST = "speedlayer-run.json"
+#: what the last run did (per query: batches, rows, final watermark), written when it stops
+LAST_RUN = "last-run.json"
+#: batches a bounded (--max-events) query runs after its last event, so the watermark can close windows
+FLUSH_BATCHES = 2
+#: longest a graceful stop waits for in-flight batches before interrupting them
+STOP_TIMEOUT_S = 120
+
+
+@dataclass
+class QueryPlan:
+    output: Output
+    sink: Sink
+    mode: str
+    name: str
+    checkpoint: Path
+
+    @property
+    def fresh(self) -> bool:
+        return not (self.checkpoint / "offsets").is_dir()
+
+
+@dataclass
+class RunPlan:
+    settings: RunSettings
+    job: Job
+    source: Source
+    params: Params
+    trigger: Trigger
+    queries: list[QueryPlan]
+    state_dir: Path
+    temporary_state: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def _params(settings: RunSettings, continuous: bool) -> Params:
+    params = Params(
+        window_ms=positive_duration(settings.window, "--window"),
+        sliding_window_ms=positive_duration(settings.sliding_window, "sliding window"),
+        slide_ms=positive_duration(settings.slide, "--slide"),
+        watermark_ms=parse_duration(settings.watermark, "--watermark"),
+        zones=settings.zones,
+        continuous=continuous,
+    )
+    if params.slide_ms > params.sliding_window_ms:
+        raise ConfigError(f"--slide {settings.slide} is longer than the sliding window {settings.sliding_window}: "
+                          "the slide must be at most the window length")
+    return params
+
+
+def _mode_for(output: Output, sink: Sink, modes: dict[str, str], continuous: bool) -> str:
+    mode = (modes.get(output.name) or modes.get("*") or output.default_mode).lower()
+    if mode not in OUTPUT_MODES:
+        raise ConfigError(f"unknown output mode {mode!r}: use append, update or complete")
+    if mode not in output.modes:
+        raise ConfigError(f"output {output.name!r} cannot be written in {mode} mode: it fits {', '.join(output.modes)}")
+    if mode not in sink.modes:
+        raise ConfigError(
+            f"sink {sink.scheme}: takes {', '.join(sink.modes)} mode only, not {mode} (output {output.name!r}): "
+            f"use --output-mode {output.name}={sink.modes[0]} or another sink"
+        )
+    if continuous and mode != "append":
+        raise ConfigError(f"continuous mode writes append only: use --output-mode {output.name}=append")
+    return mode
+
+
+def plan_run(settings: RunSettings) -> RunPlan:
+    """Check a run completely and resolve everything it needs, without starting Spark.
+
+    >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
+    """
+    job = get_job(settings.job)
+    trigger = parse_trigger(settings.trigger)
+    source = open_source(settings.source)
+    params = _params(settings, trigger.continuous)
+    if trigger.continuous and not source.supports_continuous:
+        raise ConfigError(f"source {source.uri.scheme}:// cannot be read in continuous mode: use a micro-batch trigger such as processing:1s")
+
+    sink_uris = settings.sinks or {name: "console:" for name in job.default_outputs}
+    for name in list(sink_uris) + [k for k in settings.output_mode if k != "*"]:
+        if name not in job.outputs:
+            raise ConfigError(f"job {job.name!r} has no output {name!r}: its outputs are {', '.join(job.outputs)}")
+
+    if settings.state_dir:
+        state_dir, temporary = Path(settings.state_dir).resolve(), False
+    else:
+        state_dir, temporary = Path(tempfile.gettempdir()) / f"speedlayer-state-{uuid.uuid4().hex[:12]}", True
+    notes = []
+    if temporary:
+        notes.append(f"no --state-dir: checkpoints go to {state_dir} and are removed at exit (a restart starts over)")
+    if trigger.continuous:
+        notes.append("continuous mode is at-least-once and keeps no state: re-sent events are not removed")
+
+    queries, seen_paths = [], {}
+    for name, uri in sink_uris.items():
+        output, sink = job.outputs[name], open_sink(uri)
+        if trigger.continuous and output.stateful:
+            stateless = ", ".join(o.name for o in job.outputs.values() if not o.stateful)
+            raise ConfigError(f"output {name!r} keeps state (windows), which continuous mode cannot do: "
+                              f"use a micro-batch trigger such as processing:1s, or select only {stateless}")
+        if trigger.continuous and not sink.supports_continuous:
+            raise ConfigError(f"sink {sink.scheme}: cannot take continuous output (Spark runs no file or Python sink "
+                              "in continuous mode): use console: or memory:, or a micro-batch trigger")
+        path = getattr(sink, "path", None)
+        if path is not None:
+            if path in seen_paths:
+                raise ConfigError(f"outputs {seen_paths[path]!r} and {name!r} both write to {path}: give each its own directory")
+            seen_paths[path] = name
+        mode = _mode_for(output, sink, settings.output_mode, trigger.continuous)
+        queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
+                                 state_dir / "checkpoints" / name))
+    return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes)
+
+
+def _load_run_state(plan: RunPlan) -> dict[str, Any]:
+    manifest = plan.state_dir / MANIFEST
+    state: dict[str, Any] = {}
+    if manifest.is_file():
+        try:
+            recorded = json.loads(manifest.read_text())
+        except ValueError:
+            raise ConfigError(f"{manifest} is damaged: remove the state directory to start over") from None
+        if recorded.get("job") != plan.job.name:
+            raise ConfigError(f"state directory {plan.state_dir} belongs to job {recorded.get('job')!r}, "
+                              f"not {plan.job.name!r}: give this job its own --state-dir")
+        state = recorded.get("run_state", {})
+    return state
+
+
+def prepare_state(plan: RunPlan) -> None:
+    """Create the state directory, pin what must survive restarts, check sinks against checkpoints."""
+    run_state = _load_run_state(plan)
+    plan.source.check()
+    plan.source.pin(run_state)
+    for query in plan.queries:
+        query.sink.check(query.output.name, query.fresh)
+    plan.state_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {"job": plan.job.name, "settings": plan.settings.masked(), "run_state": run_state}
+    (plan.state_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+
+
+def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
+    """The DataFrame of one output: a stream, or with ``batch=True`` the same function on a static read."""
+    max_events = plan.settings.max_events
+    raw = plan.source.read_batch(spark, max_events) if batch else plan.source.read_stream(spark, max_events)
+    decoded = decode(raw, plan.job.schema)
+    if output == "dead-letters":
+        return decoded.dead_letters
+    return plan.job.pipeline(decoded.events, plan.params)[output]
+
+
+@dataclass
+class QuerySummary:
+    name: str
+    output: str
+    sink: str
+    guarantee: str
+    mode: str
+    batches: int
+    input_rows: int
+    watermark: str | None
+
+
+@dataclass
+class RunSummary:
+    queries: list[QuerySummary]
+    elapsed_s: float
+    state_dir: Path
+    stopped_by: str
+
+
+def _first_line(error: BaseException) -> str:
+    text = getattr(error, "desc", None) or str(error)
+    for line in str(text).splitlines():
+        if line.strip():
+            return line.strip()[:400]
+    return type(error).__name__
+
+
+class Run:
+    """A started run: its queries, a stop switch, and what they have done.
+
+    >>> run = Run(spark, plan_run(settings)); run.start(); summary = run.wait()  # doctest: +SKIP
+    """
+
+    def __init__(self, spark, plan: RunPlan, on_started: Callable[["Run"], None] | None = None):
+        self.spark, self.plan = spark, plan
+        self.tracker = ProgressTracker()
+        self.queries: list[Any] = []
+        self.stop_requested = threading.Event()
+        self.force_stop = threading.Event()
+        self._started_at = 0.0
+        self._on_started = on_started
+
+    def start(self) -> None:
+        prepare_state(self.plan)
+        self.spark.streams.addListener(self.tracker)
+        self._started_at = time.monotonic()
+        plan = self.plan
+        try:
+            for qp in plan.queries:
+                df = build_output(self.spark, plan, qp.output.name)
+                writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
+                          .option("checkpointLocation", str(qp.checkpoint)))
+                writer = plan.trigger.apply(writer)
+                target = Target(plan.job.name, qp.output.name, qp.name, plan.trigger.continuous)
+                query = qp.sink.start(writer, df, target)
+                qp.name = query.name  # a sink may name its query (the memory sink names its table so)
+                self.queries.append(query)
+        except SpeedlayerError:
+            self._stop_all()
+            raise
+        except Exception as exc:  # Spark refused the query: say why in one line
+            self._stop_all()
+            raise QueryFailedError(f"could not start the {plan.job.name} job: {_first_line(exc)}") from None
+        if self._on_started:
+            self._on_started(self)
+
+    def start_and_wait(self) -> RunSummary:
+        """Start, then wait for the end (for bounded runs and tests)."""
+        self.start()
+        return self.wait()
+
+    def _bounded_done(self, qp: QueryPlan) -> bool:
+        """Whether a --max-events query has read its last event and flushed its windows."""
+        progress = self.tracker.get(qp.name)
+        max_events = self.plan.settings.max_events
+        if progress is None or max_events is None:
+            return False
+        reached = None
+        for report in progress.history:
+            sources = report.get("sources") or []
+            read = self.plan.source.events_read(sources[0]) if sources else None
+            if read is not None and read >= max_events:
+                reached = int(report["batchId"])
+                break
+        return reached is not None and progress.last_batch_id >= reached + FLUSH_BATCHES
+
+    def wait(self) -> RunSummary:
+        """Block until the run ends (bounded input done, --duration over, stop requested, or failure)."""
+        settings = self.plan.settings
+        deadline = self._started_at + settings.duration if settings.duration else None
+        stopped_by = "end of input"
+        try:
+            while True:
+                failed = next((q for q in self.queries if not q.isActive and q.exception() is not None), None)
+                if failed is not None:
+                    raise QueryFailedError(f"query {failed.name} failed: {_first_line(failed.exception())}")
+                if all(not q.isActive for q in self.queries):
+                    break
+                if self.stop_requested.is_set():
+                    stopped_by = "stop requested"
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    stopped_by = f"--duration {settings.duration:g}s"
+                    break
+                if settings.max_events and all(self._bounded_done(qp) for qp in self.plan.queries):
+                    stopped_by = f"--max-events {settings.max_events}"
+                    break
+                time.sleep(0.2)
+        finally:
+            self._stop_all()
+        summary = self.summary(stopped_by)
+        if self.plan.state_dir.is_dir():
+            (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
+        return summary
+
+    def _stop_all(self) -> None:
+        """Stop every query once the batch it is running has committed (at most ``STOP_TIMEOUT_S``).
+
+        Waiting for an idle moment would never end under back-to-back batches, so each query is
+        stopped right after its in-flight batch finishes; a batch interrupted while it is being
+        planned is re-run on restart from the checkpoint.
+        """
+        pending = {}
+        for query in self.queries:
+            if query.isActive and self.plan.trigger.continuous:
+                pending[query] = None  # epochs commit on their own clock: stop now
+            elif query.isActive:
+                active = bool(query.status.get("isTriggerActive"))
+                last = query.lastProgress
+                pending[query] = (last["batchId"] if last else -1) if active else None
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while pending:
+            for query, in_flight in list(pending.items()):
+                last = query.lastProgress
+                done = (in_flight is None or not query.isActive or (last and last["batchId"] > in_flight)
+                        or self.force_stop.is_set() or time.monotonic() > deadline)
+                if done:
+                    try:
+                        query.stop()
+                    except Exception:  # noqa: BLE001 — a query that failed while stopping is reported by wait()
+                        pass
+                    del pending[query]
+            time.sleep(0.05)
+        try:
+            self.spark.streams.removeListener(self.tracker)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def summary(self, stopped_by: str) -> RunSummary:
+        rows = []
+        for qp in self.plan.queries:
+            progress = self.tracker.get(qp.name)
+            rows.append(QuerySummary(
+                qp.name, qp.output.name, qp.sink.describe(), qp.sink.guarantee, qp.mode,
+                progress.batches if progress else 0, progress.input_rows if progress else 0,
+                progress.watermark if progress else None,
+            ))
+        return RunSummary(rows, time.monotonic() - self._started_at, self.plan.state_dir, stopped_by)
+
+    def cleanup(self) -> None:
+        """Remove a temporary state directory."""
+        if self.plan.temporary_state:
+            shutil.rmtree(self.plan.state_dir, ignore_errors=True)

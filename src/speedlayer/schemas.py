@@ -1,0 +1,76 @@
+"""Event schemas. Every source yields RAW; ``decode`` turns RAW into a typed event schema.
+
+An ``EventSchema`` lists its fields with the checks a valid event passes, so decoding and the
+dead-letter reasons are written once for every kind of event (vehicle pings today, app actions
+and card transactions later).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pyspark.sql import types as T
+
+#: The shape every source emits: the payload as text plus where and when it was taken in.
+RAW_SCHEMA = T.StructType(
+    [
+        T.StructField("value", T.StringType()),          # the event as the ingestion system holds it
+        T.StructField("key", T.StringType()),            # partition key, when the source has one
+        T.StructField("offset", T.StringType()),         # position in the source (id, offset, file)
+        T.StructField("ingest_time", T.TimestampType()),  # when the source took the event in
+    ]
+)
+
+#: Dead letters keep the raw payload and say why it was refused.
+DEAD_LETTER_SCHEMA = T.StructType(
+    [
+        T.StructField("payload", T.StringType()),
+        T.StructField("reason", T.StringType()),
+        T.StructField("ingest_time", T.TimestampType()),
+        T.StructField("key", T.StringType()),
+        T.StructField("offset", T.StringType()),
+    ]
+)
+
+Kind = Literal["string", "double", "long", "timestamp"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of an event: its type and the range a valid value lies in (inclusive)."""
+
+    name: str
+    kind: Kind
+    min: float | None = None
+    max: float | None = None
+
+
+@dataclass(frozen=True)
+class EventSchema:
+    """A kind of event: its fields, which one is event time, and how far ahead of ingest it may be."""
+
+    name: str
+    fields: tuple[Field, ...]
+    time_field: str
+    max_ahead_ms: int = 3_600_000
+
+    def spark_type(self) -> T.StructType:
+        """The typed Spark schema of accepted events (plus ``ingest_time``)."""
+        types = {"string": T.StringType(), "double": T.DoubleType(), "long": T.LongType(), "timestamp": T.TimestampType()}
+        cols = [T.StructField(f.name, types[f.kind]) for f in self.fields]
+        return T.StructType(cols + [T.StructField("ingest_time", T.TimestampType())])
+
+
+VEHICLE_EVENT = EventSchema(
+    name="vehicle ping",
+    fields=(
+        Field("event_id", "string"),
+        Field("vehicle_id", "string"),
+        Field("event_time", "timestamp"),
+        Field("speed_kmh", "double", 0, 400),
+        Field("lat", "double", -90, 90),
+        Field("lon", "double", -180, 180),
+    ),
+    time_field="event_time",
+)

@@ -1,0 +1,61 @@
+"""What every sink provides: a guarantee, the output modes it accepts, and how to start a query."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from speedlayer.errors import ConfigError
+from speedlayer.uris import Uri
+
+EXACTLY_ONCE = "exactly-once"
+AT_LEAST_ONCE = "at-least-once"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the runner tells a sink about the query it starts."""
+
+    job: str
+    output: str
+    query_name: str
+    continuous: bool = False
+
+
+class Sink(ABC):
+    """One destination for one named output.
+
+    ``__init__`` parses the URI (ConfigError); ``check`` runs before the query starts and fails
+    with one line when the destination cannot take this output; ``start`` finishes the writer the
+    runner prepared (query name, output mode, checkpoint, trigger) and starts it.
+    """
+
+    scheme: ClassVar[str]
+    guarantee: ClassVar[str]
+    modes: ClassVar[tuple[str, ...]]
+    supports_continuous: ClassVar[bool] = False
+
+    def __init__(self, uri: Uri):
+        self.uri = uri
+
+    def describe(self) -> str:
+        return self.uri.display
+
+    def check(self, output_name: str, fresh_checkpoint: bool) -> None:
+        """Fail early when this output cannot be written here."""
+
+    @abstractmethod
+    def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
+        """Start the query on the prepared writer."""
+
+
+def no_options(uri: Uri, allowed: tuple[str, ...] = ()) -> None:
+    """Refuse options a sink does not know."""
+    for key in uri.options:
+        if key not in allowed:
+            known = ", ".join(allowed) if allowed else "none"
+            raise ConfigError(f"{uri.scheme}: sink has no option {key!r}; known options: {known}")

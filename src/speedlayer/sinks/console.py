@@ -1,0 +1,96 @@
+"""``console:`` (or ``console:?rows=20``) — each batch as a readable table in the terminal.
+
+Micro-batch queries render through ``display`` (a rich table by default; the live view replaces it
+to show the latest rows in place). Continuous queries cannot run Python per batch, so there the
+sink falls back to Spark's own console sink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from rich.console import Console
+from rich.table import Table
+
+from speedlayer.errors import ConfigError
+from speedlayer.pipelines.base import APPEND, COMPLETE, UPDATE
+from speedlayer.sinks.base import AT_LEAST_ONCE, Sink, Target, no_options
+from speedlayer.uris import Uri
+
+
+@dataclass(frozen=True)
+class BatchView:
+    """The rows of one batch that a console shows (the first ``rows``, newest first)."""
+
+    job: str
+    output: str
+    batch_id: int
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    total: int
+
+
+def render_table(view: BatchView) -> Table:
+    """A rich table of a batch."""
+    title = f"{view.job} · {view.output} · batch {view.batch_id} · {view.total} row{'s' if view.total != 1 else ''}"
+    table = Table(title=title, title_justify="left", expand=False)
+    for column in view.columns:
+        table.add_column(column, overflow="fold")
+    for row in view.rows:
+        table.add_row(*(_cell(v) for v in row))
+    return table
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if hasattr(value, "strftime"):
+        return value.strftime("%H:%M:%S.%f")[:-3] if getattr(value, "microsecond", 0) else value.strftime("%H:%M:%S")
+    return "" if value is None else str(value)
+
+
+def print_view(view: BatchView) -> None:
+    Console().print(render_table(view))
+
+
+class ConsoleSink(Sink):
+    scheme = "console"
+    guarantee = AT_LEAST_ONCE
+    modes = (APPEND, UPDATE, COMPLETE)
+    supports_continuous = True
+
+    def __init__(self, uri: Uri):
+        super().__init__(uri)
+        no_options(uri, ("rows",))
+        try:
+            self.rows = int(uri.options.get("rows", 20))
+        except ValueError:
+            raise ConfigError(f"console: option 'rows' must be a whole number (got {uri.options['rows']!r})") from None
+        self.display: Callable[[BatchView], None] = print_view
+
+    def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
+        if target.continuous:
+            return writer.format("console").option("numRows", self.rows).option("truncate", "false").start()
+
+        def show(batch: DataFrame, batch_id: int) -> None:
+            # One Spark job per batch: the newest rows plus the batch's row count.
+            time_cols = [f.name for f in batch.schema.fields if f.dataType.typeName() == "timestamp"]
+            ordered = batch.orderBy(*(F.col(c).desc() for c in time_cols[-1:]))
+            counted = ordered.select("*", F.count(F.lit(1)).over(_whole_batch()).alias("__total"))
+            rows = counted.limit(self.rows).collect()
+            total = rows[0]["__total"] if rows else 0
+            columns = [c for c in batch.columns]
+            self.display(BatchView(target.job, target.output, batch_id, columns,
+                                   [tuple(r[c] for c in columns) for r in rows], total))
+
+        return writer.foreachBatch(show).start()
+
+
+def _whole_batch():
+    from pyspark.sql import Window
+
+    return Window.partitionBy()

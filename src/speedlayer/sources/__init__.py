@@ -1,0 +1,25 @@
+"""The source registry: ``open_source("generator://?rate=1000")`` gives a Source for that URI."""
+
+from __future__ import annotations
+
+from speedlayer.errors import ConfigError
+from speedlayer.sources.base import Source
+from speedlayer.sources.files import FilesSource
+from speedlayer.sources.generator import GeneratorSource
+from speedlayer.uris import parse_uri
+
+SOURCES: dict[str, type[Source]] = {cls.scheme: cls for cls in (GeneratorSource, FilesSource)}
+EXAMPLES = "generator://?rate=1000, files:///landing?format=json"
+
+
+def open_source(text: str) -> Source:
+    """The Source for a URI; an unknown scheme lists the known ones.
+
+    >>> open_source("generator://?seed=7").options.seed
+    7
+    """
+    uri = parse_uri(text, "source URI")
+    cls = SOURCES.get(uri.scheme)
+    if cls is None:
+        raise ConfigError(f"unknown source scheme {uri.scheme!r} in {uri.display!r}: use one of {EXAMPLES}")
+    return cls(uri)

@@ -1,0 +1,65 @@
+"""Trigger specs: ``processing:5s``, ``available-now``, ``once``, ``continuous:1s``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.streaming import DataStreamWriter
+
+from speedlayer.durations import format_duration, parse_duration
+from speedlayer.errors import ConfigError
+
+KINDS = ("processing", "available-now", "once", "continuous")
+HINT = "use processing:5s, processing:0s, available-now, once or continuous:1s"
+
+
+@dataclass(frozen=True)
+class Trigger:
+    kind: str
+    interval_ms: int = 0
+
+    @property
+    def continuous(self) -> bool:
+        return self.kind == "continuous"
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the query stops by itself once the available input is processed."""
+        return self.kind in ("available-now", "once")
+
+    def __str__(self) -> str:
+        if self.kind in ("processing", "continuous"):
+            return f"{self.kind}:{format_duration(self.interval_ms)}"
+        return self.kind
+
+    def apply(self, writer: DataStreamWriter) -> DataStreamWriter:
+        interval = f"{self.interval_ms} milliseconds"
+        if self.kind == "processing":
+            return writer.trigger(processingTime=interval)
+        if self.kind == "continuous":
+            return writer.trigger(continuous=interval)
+        if self.kind == "available-now":
+            return writer.trigger(availableNow=True)
+        return writer.trigger(once=True)
+
+
+def parse_trigger(spec: str) -> Trigger:
+    """Parse a trigger spec.
+
+    >>> parse_trigger("processing:5s"), parse_trigger("available-now")
+    (Trigger(kind='processing', interval_ms=5000), Trigger(kind='available-now', interval_ms=0))
+    """
+    kind, _, interval = str(spec).strip().partition(":")
+    kind = kind.lower()
+    if kind not in KINDS:
+        raise ConfigError(f"unknown trigger {spec!r}: {HINT}")
+    if kind in ("available-now", "once"):
+        if interval:
+            raise ConfigError(f"trigger {kind} takes no interval (got {spec!r}): {HINT}")
+        return Trigger(kind)
+    if not interval:
+        raise ConfigError(f"trigger {kind} needs an interval, e.g. {kind}:1s")
+    ms = parse_duration(interval, f"{kind} trigger interval")
+    if kind == "continuous" and ms <= 0:
+        raise ConfigError("a continuous trigger needs a checkpoint interval above zero, e.g. continuous:1s")
+    return Trigger(kind, ms)

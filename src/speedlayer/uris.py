@@ -1,0 +1,122 @@
+"""Source and sink URIs: ``scheme://host/path?option=value`` parsed once, secrets masked for display."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from pydantic import BaseModel, ValidationError
+
+from speedlayer.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Uri:
+    """A parsed URI. ``text`` keeps what the user wrote (for messages, masked by ``display``)."""
+
+    text: str
+    scheme: str
+    host: str | None
+    port: int | None
+    path: str
+    options: Mapping[str, str] = field(default_factory=dict)
+    username: str | None = None
+    password: str | None = None
+
+    @property
+    def display(self) -> str:
+        """The URI with any password replaced by ``***``."""
+        return mask_secrets(self.text)
+
+    def local_path(self, base: Path | None = None) -> Path:
+        """The filesystem path: ``parquet:///abs`` is absolute, ``parquet:rel/dir`` is relative to cwd."""
+        if not self.path:
+            raise ConfigError(f"{self.display} names no path: write {self.scheme}:///absolute/dir or {self.scheme}:relative/dir")
+        path = Path(self.path)
+        return path if path.is_absolute() else (base or Path.cwd()) / path
+
+
+def parse_uri(text: str, what: str = "URI") -> Uri:
+    """Split a URI into its parts; options must not repeat.
+
+    >>> u = parse_uri("generator://?rate=500&seed=7")
+    >>> u.scheme, dict(u.options)
+    ('generator', {'rate': '500', 'seed': '7'})
+    >>> parse_uri("parquet:out/windows").path
+    'out/windows'
+    """
+    if not isinstance(text, str) or ":" not in text:
+        raise ConfigError(f"{what} {text!r} has no scheme: write it like generator://?rate=1000 or parquet:out/windows")
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{what} {mask_secrets(text)!r} is not a valid URI ({exc})") from None
+    if not parts.scheme:
+        raise ConfigError(f"{what} {text!r} has no scheme: write it like generator://?rate=1000 or parquet:out/windows")
+    options: dict[str, str] = {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in options:
+            raise ConfigError(f"{what} {mask_secrets(text)!r} gives option {key!r} twice: keep one")
+        options[key] = value
+    path = unquote(parts.path)
+    # "scheme:rel/path" and "scheme:///abs/path" are paths; "scheme://host/path" keeps host apart.
+    return Uri(
+        text=text,
+        scheme=parts.scheme.lower(),
+        host=parts.hostname,
+        port=port,
+        path=path,
+        options=options,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+    )
+
+
+def mask_secrets(text: str) -> str:
+    """Hide the password of ``scheme://user:password@host`` and ``password=`` options.
+
+    >>> mask_secrets("postgresql://app:s3cret@db:5432/x?password=p&table=t")
+    'postgresql://app:***@db:5432/x?password=***&table=t'
+    """
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return text
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{hostport}"
+    query = "&".join(
+        f"{k}=***" if k.lower() in {"password", "passwd", "secret", "token"} else f"{k}={v}"
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    )
+    rebuilt = f"{parts.scheme}:"
+    if netloc or text.startswith(f"{parts.scheme}://"):
+        rebuilt += f"//{netloc}"
+    rebuilt += parts.path
+    if query:
+        rebuilt += f"?{query}"
+    return rebuilt
+
+
+def parse_options(model: type[BaseModel], options: Mapping[str, Any], where: str) -> Any:
+    """Validate URI options against a pydantic model; the first problem becomes a one-line ConfigError.
+
+    Unknown options are refused with the list of the ones that exist.
+    """
+    known = set(model.model_fields)
+    for key in options:
+        if key not in known:
+            raise ConfigError(f"{where} has no option {key!r}; known options: {', '.join(sorted(known))}")
+    try:
+        return model(**options)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = ".".join(str(p) for p in err["loc"]) or "options"
+        got = options.get(name, err.get("input"))
+        message = str(err["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"{where} option {name!r}: {message} (got {got!r})") from None

@@ -1,0 +1,90 @@
+"""Speed-limit zones: a small table of rectangles, looked up with a JVM expression.
+
+The zones table is joined to the stream as a lookup expression (first matching rectangle wins,
+in file order) rather than a broadcast join: it costs no shuffle, no Python, and it is the one
+form of stream-static join that Spark's continuous mode accepts.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from speedlayer.errors import ConfigError
+
+COLUMNS = ("zone_id", "name", "min_lat", "max_lat", "min_lon", "max_lon", "speed_limit_kmh")
+
+
+@dataclass(frozen=True)
+class Zone:
+    zone_id: str
+    name: str
+    min_lat: float
+    max_lat: float
+    min_lon: float
+    max_lon: float
+    speed_limit_kmh: float
+
+
+def _parse(rows: list[dict[str, str]], where: str) -> tuple[Zone, ...]:
+    zones = []
+    for number, row in enumerate(rows, start=2):
+        try:
+            zone = Zone(
+                zone_id=row["zone_id"].strip(), name=row["name"].strip(),
+                **{k: float(row[k]) for k in COLUMNS[2:]},
+            )
+        except (KeyError, ValueError, AttributeError):
+            raise ConfigError(f"{where} line {number}: expected columns {', '.join(COLUMNS)} with numeric bounds and limit") from None
+        if not (zone.min_lat <= zone.max_lat and zone.min_lon <= zone.max_lon) or zone.speed_limit_kmh <= 0:
+            raise ConfigError(f"{where} line {number}: bounds must satisfy min <= max and the limit must be positive")
+        zones.append(zone)
+    if not zones:
+        raise ConfigError(f"{where} has no zones: add at least one row ({', '.join(COLUMNS)})")
+    return tuple(zones)
+
+
+@lru_cache(maxsize=8)
+def load_zones(path: str | None = None) -> tuple[Zone, ...]:
+    """Zones from a CSV file, or the Berlin table shipped with the package when ``path`` is None.
+
+    >>> load_zones()[0].zone_id
+    'Z01'
+    """
+    if path is None:
+        text = resources.files("speedlayer.data").joinpath("zones.csv").read_text()
+        where = "built-in zones table"
+    else:
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"zones file {path} does not exist: give a CSV with columns {', '.join(COLUMNS)}")
+        text, where = file.read_text(), f"zones file {path}"
+    return _parse(list(csv.DictReader(text.splitlines())), where)
+
+
+def _lookup(zones: tuple[Zone, ...], lat: Column, lon: Column, attr: str) -> Column:
+    expr = None
+    for z in zones:
+        inside = lat.between(z.min_lat, z.max_lat) & lon.between(z.min_lon, z.max_lon)
+        value = F.lit(getattr(z, attr))
+        expr = F.when(inside, value) if expr is None else expr.when(inside, value)
+    return expr
+
+
+def zone_of(lat: Column, lon: Column, zones: tuple[Zone, ...] | None = None) -> tuple[Column, Column, Column]:
+    """Columns (zone_id, zone_name, speed_limit_kmh) of the first zone containing (lat, lon).
+
+    Outside every zone all three are null.
+    """
+    zones = zones or load_zones()
+    return (
+        _lookup(zones, lat, lon, "zone_id"),
+        _lookup(zones, lat, lon, "name"),
+        _lookup(zones, lat, lon, "speed_limit_kmh").cast("double"),
+    )

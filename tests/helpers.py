@@ -1,0 +1,32 @@
+"""Shared test helpers: batch recomputation of a bounded generator run."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from speedlayer.config import RunSettings
+from speedlayer.runner import build_output, plan_run
+
+
+def batch_output(spark, settings: RunSettings, output: str) -> DataFrame:
+    """The same job function over the same events, as a static DataFrame."""
+    return build_output(spark, plan_run(settings.model_copy(update={"sinks": {output: "memory:x"}})), output, batch=True)
+
+
+def closed_windows(windows: DataFrame, watermark) -> DataFrame:
+    """Windows that a stream in append mode has emitted once the watermark reached ``watermark``."""
+    return windows.where(F.col("window_end") <= F.lit(watermark).cast("timestamp"))
+
+
+def wait_for_batch(query, batch_id: int, timeout: float = 120.0) -> None:
+    """Block until ``query`` has completed micro-batch ``batch_id`` (an unbounded source never idles)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (query.lastProgress is None or query.lastProgress["batchId"] < batch_id):
+        if query.exception() is not None:
+            raise query.exception()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"query {query.name} did not reach batch {batch_id} in {timeout}s")
+        query.awaitTermination(0.1)

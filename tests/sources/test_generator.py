@@ -1,0 +1,62 @@
+"""The generator: reproducible by seed, the raw shape every source has, stream equal to batch."""
+
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from speedlayer.decode import decode
+from speedlayer.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.sources import open_source
+from tests.helpers import wait_for_batch
+
+START = "2026-11-22T10:00:00Z"
+
+
+def test_same_seed_same_events_other_seed_other_events(spark):
+    a = open_source(f"generator://?seed=7&start={START}").read_batch(spark, 2000)
+    b = open_source(f"generator://?seed=7&start={START}").read_batch(spark, 2000)
+    c = open_source(f"generator://?seed=8&start={START}").read_batch(spark, 2000)
+    assertDataFrameEqual(a, b)
+    assert a.exceptAll(c).count() > 1000
+    assert [(f.name, f.dataType) for f in a.schema] == [(f.name, f.dataType) for f in RAW_SCHEMA]
+
+
+def test_fractions_of_faults_are_close_to_what_was_asked(spark):
+    n = 20_000
+    raw = open_source(f"generator://?seed=1&start={START}&malformed=0.05&duplicates=0.05&late=0&disorder=2s").read_batch(spark, n)
+    decoded = decode(raw, VEHICLE_EVENT)
+    dead = decoded.dead_letters.count()
+    events = decoded.events
+    distinct = events.select("event_id").distinct().count()
+    assert 0.04 * n < dead < 0.065 * n
+    assert 0.035 * n < events.count() - distinct < 0.065 * n
+    stats = events.agg(F.min("speed_kmh"), F.max("speed_kmh"), F.min("lat"), F.max("lat"), F.countDistinct("vehicle_id")).first()
+    assert stats[0] >= 0 and stats[1] < 250
+    assert 52.3 < stats[2] < stats[3] < 52.7  # around Berlin
+    assert stats[4] == 2000
+
+
+def test_event_times_follow_the_rate_with_bounded_disorder(spark):
+    raw = open_source(f"generator://?seed=2&start={START}&rate=1000&disorder=2s&late=0&malformed=0&duplicates=0").read_batch(spark, 5000)
+    events = decode(raw, VEHICLE_EVENT).events
+    lag = events.select((F.col("ingest_time").cast("double") - F.col("event_time").cast("double")).alias("lag"))
+    low, high = lag.agg(F.min("lag"), F.max("lag")).first()
+    assert 0 <= low and high <= 2.0
+    span = events.agg(F.max("event_time").cast("double") - F.min("event_time").cast("double")).first()[0]
+    assert 4.0 < span <= 7.0  # 5,000 events at 1,000/s, each up to 2 s early
+
+
+def test_late_events_lag_far_behind(spark):
+    raw = open_source(f"generator://?seed=3&start={START}&late=0.1&late_delay=60s&malformed=0").read_batch(spark, 5000)
+    events = decode(raw, VEHICLE_EVENT).events
+    late = events.where(F.col("ingest_time").cast("double") - F.col("event_time").cast("double") > 25).count()
+    assert 350 < late < 650
+
+
+def test_stream_yields_exactly_the_batch_rows(spark):
+    source = open_source(f"generator://?seed=4&start={START}&rows_per_batch=1500")
+    query = source.read_stream(spark, max_events=3000).writeStream.format("memory").queryName("gen_stream").start()
+    try:
+        wait_for_batch(query, 2)
+    finally:
+        query.stop()
+    assertDataFrameEqual(spark.table("gen_stream"), source.read_batch(spark, 3000))

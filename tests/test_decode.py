@@ -1,0 +1,57 @@
+"""decode: typed events out, every refused payload a dead letter with its reason; no rows of nulls."""
+
+from datetime import datetime
+
+import pytest
+
+from speedlayer.decode import decode
+from speedlayer.schemas import RAW_SCHEMA, VEHICLE_EVENT
+
+INGEST = datetime(2026, 11, 22, 10, 0, 5)
+GOOD = '{"event_id":"e-1","vehicle_id":"V0001","event_time":"2026-11-22T10:00:03.250Z","speed_kmh":87.5,"lat":52.52,"lon":13.405}'
+
+
+def raw(spark, *payloads):
+    return spark.createDataFrame([(p, None, str(i), INGEST) for i, p in enumerate(payloads)], RAW_SCHEMA)
+
+
+def test_a_valid_payload_becomes_a_typed_event(spark):
+    events = decode(raw(spark, GOOD), VEHICLE_EVENT).events.collect()
+    assert len(events) == 1
+    e = events[0]
+    assert (e.event_id, e.vehicle_id, e.speed_kmh, e.lat, e.lon) == ("e-1", "V0001", 87.5, 52.52, 13.405)
+    assert e.event_time == datetime(2026, 11, 22, 10, 0, 3, 250000)
+
+
+def test_numeric_event_time_is_epoch_milliseconds(spark):
+    payload = GOOD.replace('"2026-11-22T10:00:03.250Z"', "1795341603250")
+    event = decode(raw(spark, payload), VEHICLE_EVENT).events.collect()[0]
+    assert event.event_time == datetime(2026, 11, 22, 10, 0, 3, 250000)
+
+
+@pytest.mark.parametrize("payload,reason", [
+    ('{"event_id":"e-1","vehicle_id":"V1"', "malformed JSON: not a JSON object"),
+    ("#garbage 17", "malformed JSON: not a JSON object"),
+    ("[1, 2]", "malformed JSON: not a JSON object"),
+    (GOOD.replace('"vehicle_id":"V0001",', ""), "missing field 'vehicle_id'"),
+    (GOOD.replace('"V0001"', '""'), "missing field 'vehicle_id'"),
+    (GOOD.replace("87.5", '"fast"'), "field 'speed_kmh' is not a valid double"),
+    (GOOD.replace("87.5", "-3"), "field 'speed_kmh' is outside [0, 400]"),
+    (GOOD.replace("87.5", "999.9"), "field 'speed_kmh' is outside [0, 400]"),
+    (GOOD.replace("52.52", "123.4"), "field 'lat' is outside [-90, 90]"),
+    (GOOD.replace("13.405", "-181"), "field 'lon' is outside [-180, 180]"),
+    (GOOD.replace("2026-11-22T10:00:03", "2026-11-25T10:00:03"), "field 'event_time' is more than 3600s ahead of ingest time"),
+    (GOOD.replace("2026-11-22T10:00:03.250Z", "yesterday"), "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
+])
+def test_each_kind_of_bad_payload_is_a_dead_letter_with_its_reason(spark, payload, reason):
+    decoded = decode(raw(spark, payload), VEHICLE_EVENT)
+    assert decoded.events.count() == 0
+    letters = decoded.dead_letters.collect()
+    assert [(d.payload, d.reason, d.offset, d.ingest_time) for d in letters] == [(payload, reason, "0", INGEST)]
+
+
+def test_good_and_bad_are_split_without_loss(spark):
+    payloads = [GOOD, "nope", GOOD.replace("e-1", "e-2"), GOOD.replace("87.5", "-1")]
+    decoded = decode(raw(spark, *payloads), VEHICLE_EVENT)
+    assert decoded.events.count() + decoded.dead_letters.count() == len(payloads)
+    assert sorted(r.event_id for r in decoded.events.collect()) == ["e-1", "e-2"]

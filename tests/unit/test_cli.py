@@ -1,0 +1,40 @@
+"""The CLI's contract for user mistakes: exit 2, one line on stderr, no traceback."""
+
+import pytest
+
+from speedlayer.cli import main
+
+
+def run(capsys, *argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main(list(argv))
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["run", "nope"], "unknown job 'nope'"),
+    (["run", "fleet", "--bogus"], "No such option: --bogus"),
+    (["run", "fleet", "--trigger", "soon"], "unknown trigger 'soon'"),
+    (["run", "fleet", "--max-events", "many"], "--max-events"),
+    (["run", "fleet", "--source", "kafka//broker"], "has no scheme"),
+    (["run", "fleet", "--source", "generator://?rate=0"], "option 'rate'"),
+    (["run", "fleet", "--sink", "windows"], "is not NAME=URI"),
+    (["run", "fleet", "--sink", "windows=parquet:out/w", "--output-mode", "update"], "takes append mode only"),
+    (["run", "fleet", "--duration", "5", "--max-events", "10"], "not both"),
+    (["run", "fleet", "--config", "/nonexistent.yaml"], "config file /nonexistent.yaml does not exist"),
+    (["run", "fleet", "--watermark", "soon"], "invalid --watermark"),
+])
+def test_user_mistakes_exit_2_with_one_line(capsys, argv, match):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert "Traceback" not in err + out
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert match in lines[0]
+
+
+def test_jobs_lists_one_line_per_job(capsys):
+    main(["jobs"])
+    out = capsys.readouterr().out
+    assert out.startswith("fleet ") and "windows, sliding, alerts, dead-letters" in out

@@ -1,0 +1,50 @@
+import pytest
+
+from speedlayer.config import build_settings, load_yaml, output_modes, pairs
+from speedlayer.errors import ConfigError
+
+
+def test_flags_win_over_the_config_file_key_by_key(tmp_path):
+    file = tmp_path / "fleet.yaml"
+    file.write_text(
+        "job: fleet\nsource: generator://?seed=1\ntrigger: processing:5s\n"
+        "sinks:\n  windows: parquet:out/w\n  alerts: parquet:out/a\n"
+        "output-mode: append\nconf:\n  spark.sql.shuffle.partitions: 4\n  spark.x.flag: true\n"
+    )
+    settings = build_settings(load_yaml(str(file)), {
+        "job": "fleet", "trigger": "processing:1s", "sinks": {"alerts": "console:"},
+        "output_mode": {"windows": "update"}, "conf": {}, "source": None,
+    })
+    assert settings.trigger == "processing:1s"
+    assert settings.source == "generator://?seed=1"
+    assert settings.sinks == {"windows": "parquet:out/w", "alerts": "console:"}
+    assert settings.output_mode == {"*": "append", "windows": "update"}
+    assert settings.conf == {"spark.sql.shuffle.partitions": "4", "spark.x.flag": "true"}
+
+
+def test_unknown_setting_and_bad_yaml_are_one_line_errors(tmp_path):
+    file = tmp_path / "bad.yaml"
+    file.write_text("job: fleet\nspeed: 3\n")
+    with pytest.raises(ConfigError, match="unknown setting 'speed'"):
+        build_settings(load_yaml(str(file)), {})
+    file.write_text("job: [fleet\n")
+    with pytest.raises(ConfigError, match="not valid YAML at line"):
+        load_yaml(str(file))
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_yaml(str(tmp_path / "missing.yaml"))
+
+
+def test_pairs_and_output_modes():
+    assert pairs(["a=1", "b=x=y"], "--conf", "key=value") == {"a": "1", "b": "x=y"}
+    with pytest.raises(ConfigError, match="--sink 'windows' is not NAME=URI"):
+        pairs(["windows"], "--sink", "NAME=URI")
+    with pytest.raises(ConfigError, match="twice"):
+        pairs(["a=1", "a=2"], "--conf", "key=value")
+    assert output_modes(["update", "windows=append"]) == {"*": "update", "windows": "append"}
+
+
+def test_secrets_are_masked_in_the_printed_settings():
+    settings = build_settings({}, {"job": "fleet", "sinks": {"windows": "postgresql://u:pw@h/db"},
+                                   "conf": {"spark.some.password": "pw"}})
+    masked = settings.masked()
+    assert "pw" not in str(masked)

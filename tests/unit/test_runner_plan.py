@@ -1,0 +1,79 @@
+"""Every impossible combination is refused before Spark starts, with a line that says what fits."""
+
+import pytest
+
+from speedlayer.config import RunSettings
+from speedlayer.errors import ConfigError, SinkError, SourceError
+from speedlayer.runner import plan_run, prepare_state
+
+
+def plan(**kwargs):
+    return plan_run(RunSettings(job="fleet", **kwargs))
+
+
+def test_defaults_select_windows_and_alerts_on_the_console():
+    p = plan()
+    assert [(q.output.name, q.sink.scheme, q.mode) for q in p.queries] == [
+        ("windows", "console", "append"), ("alerts", "console", "append")]
+    assert p.temporary_state and not p.params.continuous
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"sinks": {"speeds": "console:"}}, "has no output 'speeds': its outputs are windows, sliding, alerts, dead-letters"),
+    ({"sinks": {"windows": "parquet:out/w"}, "output_mode": {"windows": "update"}}, "sink parquet: takes append mode only"),
+    ({"sinks": {"alerts": "console:"}, "output_mode": {"*": "complete"}}, "'alerts' cannot be written in complete mode: it fits append, update"),
+    ({"output_mode": {"*": "upsert"}}, "unknown output mode 'upsert'"),
+    ({"trigger": "continuous:1s"}, "'windows' keeps state.*select only alerts, dead-letters"),
+    ({"trigger": "continuous:1s", "sinks": {"alerts": "parquet:out/a"}}, "cannot take continuous output"),
+    ({"trigger": "continuous:1s", "sinks": {"alerts": "console:"}, "output_mode": {"alerts": "update"}}, "continuous mode writes append only"),
+    ({"sinks": {"windows": "parquet:out/x", "alerts": "parquet:out/x"}}, "both write to"),
+    ({"sinks": {"windows": "kafka://h/t"}}, "unknown sink scheme 'kafka'"),
+    ({"source": "redis://h"}, "unknown source scheme 'redis'"),
+    ({"window": "0s"}, "--window must be longer than zero"),
+    ({"slide": "2min"}, "--slide 2min is longer than the sliding window 1min"),
+    ({"source": "generator://?late=2"}, "option 'late'"),
+    ({"source": "generator://?speed=2"}, "has no option 'speed'"),
+    ({"source": "files:///x?format=xml"}, "option 'format'"),
+])
+def test_impossible_runs_are_refused_before_start(kwargs, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        plan(**kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_continuous_alerts_run_without_deduplication():
+    p = plan(trigger="continuous:1s", sinks={"alerts": "console:"})
+    assert p.trigger.continuous and p.params.continuous
+    assert any("at-least-once" in note for note in p.notes)
+
+
+def test_missing_landing_directory_is_reported_before_start(tmp_path):
+    p = plan(source=f"files://{tmp_path}/missing", state_dir=str(tmp_path / "st"))
+    with pytest.raises(SourceError, match="landing directory .*missing does not exist"):
+        prepare_state(p)
+
+
+def test_output_of_another_run_is_not_silently_skipped(tmp_path):
+    out = tmp_path / "windows" / "_spark_metadata"
+    out.mkdir(parents=True)
+    (out / "0").write_text("v1")
+    p = plan(sinks={"windows": f"parquet://{tmp_path}/windows"}, state_dir=str(tmp_path / "st"))
+    with pytest.raises(SinkError, match="already holds the output of another run"):
+        prepare_state(p)
+
+
+def test_a_state_directory_belongs_to_one_job(tmp_path):
+    p = plan(state_dir=str(tmp_path / "st"), source="generator://?seed=3")
+    prepare_state(p)
+    manifest = (tmp_path / "st" / "speedlayer-run.json").read_text().replace('"fleet"', '"wordcount"')
+    (tmp_path / "st" / "speedlayer-run.json").write_text(manifest)
+    with pytest.raises(ConfigError, match="belongs to job 'wordcount'"):
+        prepare_state(plan(state_dir=str(tmp_path / "st")))
+
+
+def test_generator_start_is_pinned_across_restarts(tmp_path):
+    first = plan(state_dir=str(tmp_path / "st"))
+    prepare_state(first)
+    again = plan(state_dir=str(tmp_path / "st"))
+    prepare_state(again)
+    assert again.source.start_ms == first.source.start_ms

@@ -1,0 +1,43 @@
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, Field
+
+from speedlayer.errors import ConfigError
+from speedlayer.uris import mask_secrets, parse_options, parse_uri
+
+
+def test_parses_scheme_path_and_options():
+    uri = parse_uri("files:///landing/x?format=json&max_files_per_trigger=3")
+    assert (uri.scheme, uri.path, dict(uri.options)) == ("files", "/landing/x", {"format": "json", "max_files_per_trigger": "3"})
+
+
+def test_relative_and_absolute_paths(tmp_path):
+    assert parse_uri("parquet:out/windows").local_path(tmp_path) == tmp_path / "out/windows"
+    assert parse_uri("parquet:///data/windows").local_path(tmp_path) == Path("/data/windows")
+
+
+@pytest.mark.parametrize("text", ["nothing", "://x", "generator://?rate=1&rate=2"])
+def test_bad_uris_are_one_line_config_errors(text):
+    with pytest.raises(ConfigError) as err:
+        parse_uri(text)
+    assert "\n" not in str(err.value)
+
+
+def test_passwords_are_masked_everywhere_they_can_appear():
+    masked = mask_secrets("postgresql://app:s3cret@db:5432/x?password=p2&table=t")
+    assert "s3cret" not in masked and "p2" not in masked
+    assert masked == "postgresql://app:***@db:5432/x?password=***&table=t"
+    assert parse_uri("postgresql://app:s3cret@db/x").display == "postgresql://app:***@db/x"
+
+
+class _Opts(BaseModel):
+    rate: int = Field(1, gt=0)
+
+
+def test_options_are_validated_and_unknown_ones_listed():
+    assert parse_options(_Opts, {"rate": "7"}, "gen://").rate == 7
+    with pytest.raises(ConfigError, match="has no option 'speed'; known options: rate"):
+        parse_options(_Opts, {"speed": "1"}, "gen://")
+    with pytest.raises(ConfigError, match="option 'rate'.*greater than 0.*'-1'"):
+        parse_options(_Opts, {"rate": "-1"}, "gen://")
