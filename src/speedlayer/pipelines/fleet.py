@@ -25,7 +25,11 @@ def with_watermark(events: DataFrame, params: Params) -> DataFrame:
 
 
 def drop_duplicate_events(events: DataFrame, params: Params) -> DataFrame:
-    """Drop re-sent events by ``event_id``: within the watermark on a stream, all of them in batch."""
+    """Drop re-sent events by ``event_id``: within the watermark on a stream, all of them in batch.
+
+    Which copy survives is arbitrary (copies differ only in ``ingest_time``), so no output carries
+    ``ingest_time`` as a result.
+    """
     if params.continuous:
         return events
     if events.isStreaming:
@@ -81,7 +85,7 @@ def overspeed_alerts(events: DataFrame, params: Params) -> DataFrame:
         .select(
             "event_id", "vehicle_id", "event_time", "speed_kmh", "speed_limit_kmh",
             F.round(F.col("speed_kmh") - F.col("speed_limit_kmh"), 1).alias("excess_kmh"),
-            "zone_id", "zone_name", "lat", "lon", "ingest_time",
+            "zone_id", "zone_name", "lat", "lon",
         )
     )
 
