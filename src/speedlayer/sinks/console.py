@@ -47,7 +47,7 @@ def render_table(view: BatchView) -> Table:
 
 def _cell(value: Any) -> str:
     if isinstance(value, float):
-        return f"{value:.1f}"
+        return f"{value:.6g}"  # speeds keep their one decimal, coordinates their metres
     if hasattr(value, "strftime"):
         return value.strftime("%H:%M:%S.%f")[:-3] if getattr(value, "microsecond", 0) else value.strftime("%H:%M:%S")
     return "" if value is None else str(value)
