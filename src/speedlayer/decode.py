@@ -68,20 +68,24 @@ def decode(raw: DataFrame, schema: EventSchema) -> Decoded:
     >>> decoded.events.columns                            # doctest: +SKIP
     ['event_id', 'vehicle_id', 'event_time', 'speed_kmh', 'lat', 'lon', 'ingest_time']
     """
+    # Each field is typed once into its own column; the checks and the output read those columns
+    # (inside CASE/COALESCE branches Spark would not share a repeated conversion).
     parsed = raw.select(
         "value", "key", "offset", "ingest_time",
         F.from_json("value", _text_schema(schema), {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}).alias("j"),
     )
-    typed = {f.name: _typed(f, F.col(f"j.{f.name}")) for f in schema.fields}
+    typed_names = {f.name: f"_t_{f.name}" for f in schema.fields}
+    typed = parsed.select("*", *(_typed(f, F.col(f"j.{f.name}")).alias(typed_names[f.name]) for f in schema.fields))
     not_object = F.col("j").isNull() | F.col(f"j.{_CORRUPT}").isNotNull()
     reason = F.coalesce(
         F.when(F.col("value").isNull(), F.lit("empty payload")),
         F.when(not_object, F.lit("malformed JSON: not a JSON object")),
-        *(_reason(f, F.col(f"j.{f.name}"), typed[f.name], F.col("ingest_time"), schema) for f in schema.fields),
+        *(_reason(f, F.col(f"j.{f.name}"), F.col(typed_names[f.name]), F.col("ingest_time"), schema)
+          for f in schema.fields),
     )
-    checked = parsed.select("*", reason.alias("_reason"))
+    checked = typed.select("*", reason.alias("_reason"))
     events = checked.where(F.col("_reason").isNull()).select(
-        *(typed[f.name].alias(f.name) for f in schema.fields), "ingest_time"
+        *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
     )
     dead_letters = checked.where(F.col("_reason").isNotNull()).select(
         F.col("value").alias("payload"), F.col("_reason").alias("reason"), "ingest_time", "key", "offset"
