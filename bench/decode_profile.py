@@ -95,8 +95,8 @@ def profile(args: argparse.Namespace, tmp: Path) -> None:
         return F.from_json("value", _text_schema(VEHICLE_EVENT), options).alias("j")
 
     variants = {
-        "gen+parse": lambda: (r := raw_batch(spark, URI, n)).select(parse()).select("e.*"),
-        "gen+parse, value kept": lambda: (r := raw_batch(spark, URI, n)).select("value", parse()).select("value", "e.*"),
+        "gen+parse": lambda: raw_batch(spark, URI, n).select(parse()).select("e.*"),
+        "gen+parse, value kept": lambda: raw_batch(spark, URI, n).select("value", parse()).select("value", "e.*"),
         "plain from_json": lambda: cached.select(parse()).select("e.*"),
         "text from_json": lambda: cached.select(text_json()).select("j.*"),
         "text + typed": lambda: cached.select(text_json()).select(

@@ -64,6 +64,7 @@ class RunPlan:
     state_dir: Path
     temporary_state: bool
     notes: list[str] = field(default_factory=list)
+    prepared: bool = False
 
 
 def _params(settings: RunSettings, continuous: bool) -> Params:
@@ -161,7 +162,12 @@ def _load_run_state(plan: RunPlan) -> dict[str, Any]:
 
 
 def prepare_state(plan: RunPlan) -> None:
-    """Create the state directory, pin what must survive restarts, check sinks against checkpoints."""
+    """Create the state directory, pin what must survive restarts, check sinks against checkpoints.
+
+    Runs once per plan: the CLI calls it before starting Spark, ``Run.start`` when nobody has.
+    """
+    if plan.prepared:
+        return
     run_state = _load_run_state(plan)
     plan.source.check()
     plan.source.pin(run_state)
@@ -170,6 +176,7 @@ def prepare_state(plan: RunPlan) -> None:
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     manifest = {"job": plan.job.name, "settings": plan.settings.masked(), "run_state": run_state}
     (plan.state_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+    plan.prepared = True
 
 
 def build_output(spark, plan: RunPlan, output: str, batch: bool = False):

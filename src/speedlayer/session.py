@@ -24,9 +24,13 @@ DEFAULT_CONF = {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.adaptive.enabled": "false",  # AQE does not apply to streaming and adds planning time
     "spark.driver.memory": "2g",
-    # see build_session: executors on a cluster need the same JIT setting as the driver
-    "spark.executor.extraJavaOptions": "-XX:-DontCompileHugeMethods",
 }
+
+#: Spark's generated code for wide projections (decode, the generator) can exceed HotSpot's
+#: 8,000-byte limit for JIT compilation and then runs interpreted; lifting the limit cut the fleet
+#: job's overhead from +43.5% to +20.9% (docs/benchmarks.md). Driver and executors both get it,
+#: in front of whatever Java options the user passes.
+JIT_FLAGS = "-XX:-DontCompileHugeMethods"
 
 
 def java_version() -> int | None:
@@ -78,15 +82,12 @@ def build_session(
 
     log_file = log_file or Path(os.environ.get("TMPDIR", "/tmp")) / "speedlayer-spark.log"
     log_config = resources.files("speedlayer.data").joinpath("log4j2.properties")
-    # Spark's generated code for wide projections (decode, the generator) can exceed HotSpot's
-    # 8,000-byte limit for JIT compilation and then runs interpreted; measured in
-    # docs/benchmarks.md, lifting the limit cut the fleet job's overhead from +43.5% to +20.9%.
-    java_opts = (f"-Dlog4j2.configurationFile=file:{log_config} -Dspeedlayer.log.file={log_file} "
-                 "-XX:-DontCompileHugeMethods")
+    logging_opts = f"-Dlog4j2.configurationFile=file:{log_config} -Dspeedlayer.log.file={log_file}"
     settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(default_shuffle_partitions()), **(conf or {})}
-    extra = settings.pop("spark.driver.extraJavaOptions", "")
+    for key, ours in (("spark.driver.extraJavaOptions", f"{logging_opts} {JIT_FLAGS}"),
+                      ("spark.executor.extraJavaOptions", JIT_FLAGS)):
+        settings[key] = f"{ours} {settings.get(key, '')}".strip()
     builder = SparkSession.builder.master(master).appName(app_name)
-    builder = builder.config("spark.driver.extraJavaOptions", f"{java_opts} {extra}".strip())
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -2,7 +2,6 @@
 
 import json
 
-from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.config import RunSettings

@@ -1,9 +1,7 @@
 """The fleet job as a stream: equal to the batch function on the same events; restart exactly once."""
 
 import json
-import time
 
-from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.config import RunSettings

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from rich.console import Console
@@ -80,17 +80,11 @@ class ConsoleSink(Sink):
             # One Spark job per batch: the newest rows plus the batch's row count.
             time_cols = [f.name for f in batch.schema.fields if f.dataType.typeName() == "timestamp"]
             ordered = batch.orderBy(*(F.col(c).desc() for c in time_cols[-1:]))
-            counted = ordered.select("*", F.count(F.lit(1)).over(_whole_batch()).alias("__total"))
+            counted = ordered.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
             rows = counted.limit(self.rows).collect()
             total = rows[0]["__total"] if rows else 0
-            columns = [c for c in batch.columns]
+            columns = batch.columns
             self.display(BatchView(target.job, target.output, batch_id, columns,
                                    [tuple(r[c] for c in columns) for r in rows], total))
 
         return writer.foreachBatch(show).start()
-
-
-def _whole_batch():
-    from pyspark.sql import Window
-
-    return Window.partitionBy()
