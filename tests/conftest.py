@@ -40,3 +40,62 @@ def run_cli(tmp_path):
         )
 
     return _run
+
+
+# --- real servers (see tests/servers.py) --------------------------------------------------------
+
+@pytest.fixture
+def redis_url():
+    """A Redis URL on the shared loopback server; the test's keys are removed after it."""
+    from tests import servers
+
+    servers.ensure(servers.REDIS)
+    import redis
+
+    db = 0
+    client = redis.Redis(host=servers.REDIS.host, port=servers.REDIS.port, db=db)
+    prefix = servers.unique_name("t")
+    yield f"redis://{servers.REDIS.host}:{servers.REDIS.port}/{db}", prefix
+    for key in client.scan_iter(f"{prefix}*"):
+        client.delete(key)
+    client.close()
+
+
+@pytest.fixture
+def postgres_url():
+    """A PostgreSQL URL of a fresh, uniquely named database, dropped after the test."""
+    from tests import servers
+
+    servers.ensure(servers.POSTGRES)
+    import psycopg
+
+    name = servers.unique_name("speedlayer")
+    admin = f"postgresql://postgres@{servers.POSTGRES.host}:{servers.POSTGRES.port}/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgresql://postgres@{servers.POSTGRES.host}:{servers.POSTGRES.port}/{name}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def mysql_url():
+    """A MySQL/MariaDB URL of a fresh, uniquely named database, dropped after the test."""
+    from tests import servers
+
+    servers.ensure(servers.MARIADB)
+    import pymysql
+
+    name = servers.unique_name("speedlayer")
+    admin = dict(host=servers.MARIADB.host, port=servers.MARIADB.port, user="root", password="")
+    with closing_connection(pymysql.connect(**admin, autocommit=True)) as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{name}`")
+    yield f"mysql://root@{servers.MARIADB.host}:{servers.MARIADB.port}/{name}"
+    with closing_connection(pymysql.connect(**admin, autocommit=True)) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+def closing_connection(conn):
+    from contextlib import closing
+
+    return closing(conn)
