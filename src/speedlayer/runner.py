@@ -243,7 +243,7 @@ class Run:
                 writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
                           .option("checkpointLocation", str(qp.checkpoint)))
                 writer = plan.trigger.apply(writer)
-                target = Target(plan.job.name, qp.output.name, qp.name, plan.trigger.continuous)
+                target = Target(plan.job.name, qp.output.name, qp.name, plan.trigger.continuous, qp.mode, qp.output.key)
                 query = qp.sink.start(writer, df, target)
                 qp.name = query.name  # a sink may name its query (the memory sink names its table so)
                 self.queries.append(query)

@@ -24,6 +24,10 @@ class Target:
     output: str
     query_name: str
     continuous: bool = False
+    #: output mode of the query (append, update, complete)
+    mode: str = "append"
+    #: the columns that identify a row of this output (upserting sinks key on them)
+    key: tuple[str, ...] = ()
 
 
 class Sink(ABC):
