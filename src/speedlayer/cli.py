@@ -43,7 +43,7 @@ def run_command(
     job: str = typer.Argument(..., help="job to run (see 'speedlayer jobs')"),
     source: Optional[str] = typer.Option(None, "--source", help="source URI, e.g. generator://?rate=5000 or files:///landing"),
     sink: Optional[List[str]] = typer.Option(None, "--sink", help="NAME=URI, e.g. windows=parquet:out/windows (repeatable)"),
-    trigger: Optional[str] = typer.Option(None, "--trigger", help="processing:5s | available-now | once | continuous:1s"),
+    trigger: Optional[str] = typer.Option(None, "--trigger", help="processing:5s | available-now | once | continuous:1s | realtime:5min (Kafka)"),
     output_mode: Optional[List[str]] = typer.Option(None, "--output-mode", help="MODE or NAME=MODE: append | update | complete"),
     watermark: Optional[str] = typer.Option(None, "--watermark", help="event-time watermark delay (default 5s)"),
     window: Optional[str] = typer.Option(None, "--window", help="tumbling window length (default 10s)"),
@@ -71,6 +71,37 @@ def run_command(
     from speedlayer.run_command import execute
 
     execute(settings, live=sys.stdout.isatty() if live is None else live, console=out, errors=err)
+
+
+@app.command("produce")
+def produce_command(
+    to: str = typer.Option(..., "--to", help="redis://host:6379/0?stream=vehicles&shards=4 | files:///landing | kafka://host:9092/topic"),
+    rate: Optional[int] = typer.Option(None, "--rate", help="events per second, 0 = as fast as possible (default: the generator's rate)"),
+    max_events: Optional[int] = typer.Option(None, "--max-events", help="publish N events, then exit (default: until Ctrl-C)"),
+    generator: str = typer.Option("generator://", "--generator", help="generator options, e.g. 'generator://?seed=7&vehicles=500'"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="generator seed (wins over --generator's)"),
+    start: Optional[str] = typer.Option(None, "--start", help="event-time origin, ISO-8601 or epoch ms (default: now)"),
+    from_event: int = typer.Option(0, "--from-event", help="first event number n (to continue an earlier run)"),
+    chunk: int = typer.Option(50_000, "--chunk", help="events computed per Spark job"),
+    master: str = typer.Option("local[*]", "--master", help="Spark master that computes the events"),
+    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="progress bar (default: on a terminal)"),
+) -> None:
+    """Publish the generator's events to Redis Streams, a landing directory or Kafka."""
+    from pydantic import ValidationError
+
+    from speedlayer.produce import ProduceSettings, plan_produce
+
+    try:
+        settings = ProduceSettings(to=to, generator=generator, rate=rate, max_events=max_events, seed=seed, start=start,
+                                   from_event=from_event, chunk=chunk, master=master)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise click.UsageError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+    plan = plan_produce(settings)
+    plan.destination.check()
+    from speedlayer.produce_command import execute_produce
+
+    execute_produce(plan, settings, err.is_terminal if progress is None else progress, out, err)
 
 
 @app.command("version")

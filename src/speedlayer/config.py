@@ -21,7 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from speedlayer.errors import ConfigError
-from speedlayer.uris import mask_secrets
+from speedlayer.uris import is_secret_option, mask_secrets
 
 DEFAULT_SOURCE = "generator://"
 
@@ -64,8 +64,7 @@ class RunSettings(BaseModel):
         data = self.model_dump()
         data["source"] = mask_secrets(self.source)
         data["sinks"] = {k: mask_secrets(v) for k, v in self.sinks.items()}
-        data["conf"] = {k: ("***" if any(s in k.lower() for s in ("password", "secret", "token")) else v)
-                        for k, v in self.conf.items()}
+        data["conf"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.conf.items()}
         return data
 
 

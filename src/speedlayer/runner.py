@@ -20,13 +20,14 @@ from typing import Any, Callable
 
 from speedlayer.config import RunSettings
 from speedlayer.decode import decode
-from speedlayer.durations import parse_duration, positive_duration
+from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import OUTPUT_MODES, Job, Output, Params
 from speedlayer.sinks import open_sink
 from speedlayer.sinks.base import Sink, Target
+from speedlayer.sinks.batches import sink_error_message
 from speedlayer.sources import open_source
 from speedlayer.sources.base import Source
 from speedlayer.triggers import Trigger, parse_trigger
@@ -38,6 +39,10 @@ LAST_RUN = "last-run.json"
 FLUSH_BATCHES = 2
 #: longest a graceful stop waits for in-flight batches before interrupting them
 STOP_TIMEOUT_S = 120
+#: sinks Spark's real-time mode writes to (its allowlist: Spark's console, foreach writers, Kafka)
+REALTIME_SINKS = ("console", "kafka")
+#: Spark's floor on a real-time batch duration, and its default
+REALTIME_MIN_CONF, REALTIME_MIN_DEFAULT_MS = "spark.sql.streaming.realTimeMode.minBatchDuration", 5000
 
 
 @dataclass
@@ -82,8 +87,10 @@ def _params(settings: RunSettings, continuous: bool) -> Params:
     return params
 
 
-def _mode_for(output: Output, sink: Sink, modes: dict[str, str], continuous: bool) -> str:
-    mode = (modes.get(output.name) or modes.get("*") or output.default_mode).lower()
+def _mode_for(output: Output, sink: Sink, modes: dict[str, str], continuous: bool, realtime: bool = False) -> str:
+    # Real-time mode writes update only, so it is the default there.
+    default = "update" if realtime and "update" in output.modes else output.default_mode
+    mode = (modes.get(output.name) or modes.get("*") or default).lower()
     if mode not in OUTPUT_MODES:
         raise ConfigError(f"unknown output mode {mode!r}: use append, update or complete")
     if mode not in output.modes:
@@ -95,7 +102,21 @@ def _mode_for(output: Output, sink: Sink, modes: dict[str, str], continuous: boo
         )
     if continuous and mode != "append":
         raise ConfigError(f"continuous mode writes append only: use --output-mode {output.name}=append")
+    if realtime and mode != "update":
+        raise ConfigError(f"real-time mode writes update only: use --output-mode {output.name}=update")
     return mode
+
+
+def _check_realtime(trigger: Trigger, source: Source, conf: dict[str, str]) -> None:
+    """Real-time mode reads Kafka only, in batches no shorter than Spark's minimum."""
+    if not source.supports_realtime:
+        raise ConfigError(f"source {source.uri.scheme}:// cannot be read in real-time mode (Spark runs it on Kafka only): "
+                          "use a kafka:// source, or a micro-batch trigger such as processing:1s")
+    floor = conf.get(REALTIME_MIN_CONF, str(REALTIME_MIN_DEFAULT_MS)).strip()
+    floor_ms = int(floor) if floor.isdigit() else parse_duration(floor, REALTIME_MIN_CONF)
+    if trigger.interval_ms < floor_ms:
+        raise ConfigError(f"trigger {trigger} is shorter than real-time mode's minimum batch duration "
+                          f"{format_duration(floor_ms)} ({REALTIME_MIN_CONF}): use realtime:{format_duration(floor_ms)} or more")
 
 
 def plan_run(settings: RunSettings) -> RunPlan:
@@ -106,9 +127,15 @@ def plan_run(settings: RunSettings) -> RunPlan:
     job = get_job(settings.job)
     trigger = parse_trigger(settings.trigger)
     source = open_source(settings.source)
+    source.event_schema = job.schema
     params = _params(settings, trigger.continuous)
     if trigger.continuous and not source.supports_continuous:
         raise ConfigError(f"source {source.uri.scheme}:// cannot be read in continuous mode: use a micro-batch trigger such as processing:1s")
+    if trigger.continuous and settings.max_events:
+        raise ConfigError("continuous mode has no batches to count events by: bound the run with --duration, "
+                          "or use --max-events with a micro-batch trigger such as processing:0s")
+    if trigger.realtime:
+        _check_realtime(trigger, source, settings.conf)
 
     sink_uris = settings.sinks or {name: "console:" for name in job.default_outputs}
     for name in list(sink_uris) + [k for k in settings.output_mode if k != "*"]:
@@ -124,8 +151,9 @@ def plan_run(settings: RunSettings) -> RunPlan:
         notes.append(f"no --state-dir: checkpoints go to {state_dir} and are removed at exit (a restart starts over)")
     if trigger.continuous:
         notes.append("continuous mode is at-least-once and keeps no state: re-sent events are not removed")
+    notes.extend(source.warnings())
 
-    queries, seen_paths = [], {}
+    queries, destinations = [], {}
     for name, uri in sink_uris.items():
         output, sink = job.outputs[name], open_sink(uri)
         if trigger.continuous and output.stateful:
@@ -135,14 +163,19 @@ def plan_run(settings: RunSettings) -> RunPlan:
         if trigger.continuous and not sink.supports_continuous:
             raise ConfigError(f"sink {sink.scheme}: cannot take continuous output (Spark runs no file or Python sink "
                               "in continuous mode): use console: or memory:, or a micro-batch trigger")
-        path = getattr(sink, "path", None)
-        if path is not None:
-            if path in seen_paths:
-                raise ConfigError(f"outputs {seen_paths[path]!r} and {name!r} both write to {path}: give each its own directory")
-            seen_paths[path] = name
-        mode = _mode_for(output, sink, settings.output_mode, trigger.continuous)
+        if trigger.realtime and sink.scheme not in REALTIME_SINKS:
+            raise ConfigError(f"sink {sink.scheme}: cannot take real-time output (Spark's real-time mode writes to "
+                              "console and Kafka only): use console:, or a micro-batch trigger")
+        where = sink.destination(job.name, name)
+        if where is not None:
+            if where in destinations:
+                raise ConfigError(f"outputs {destinations[where]!r} and {name!r} both write to the same {where[0]} "
+                                  f"({sink.describe()}): give each its own")
+            destinations[where] = name
+        mode = _mode_for(output, sink, settings.output_mode, trigger.continuous, trigger.realtime)
         queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
                                  state_dir / "checkpoints" / name))
+    source.check_plan([q.output.name for q in queries])
     return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes)
 
 
@@ -210,6 +243,10 @@ class RunSummary:
 
 
 def _first_line(error: BaseException) -> str:
+    """What went wrong, in one line: a speedlayer error raised inside Spark, else the first line."""
+    ours = sink_error_message(error)
+    if ours:
+        return ours
     text = getattr(error, "desc", None) or str(error)
     for line in str(text).splitlines():
         if line.strip():
@@ -234,6 +271,9 @@ class Run:
 
     def start(self) -> None:
         prepare_state(self.plan)
+        self.plan.source.check_session(self.spark)  # e.g. a connector jar missing from the session
+        if self.plan.trigger.continuous:
+            self._share_cores()
         self.spark.streams.addListener(self.tracker)
         self._started_at = time.monotonic()
         plan = self.plan
@@ -243,7 +283,9 @@ class Run:
                 writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
                           .option("checkpointLocation", str(qp.checkpoint)))
                 writer = plan.trigger.apply(writer)
-                target = Target(plan.job.name, qp.output.name, qp.name, plan.trigger.continuous, qp.mode, qp.output.key)
+                # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
+                jvm_only = plan.trigger.continuous or plan.trigger.realtime
+                target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key)
                 query = qp.sink.start(writer, df, target)
                 qp.name = query.name  # a sink may name its query (the memory sink names its table so)
                 self.queries.append(query)
@@ -255,6 +297,14 @@ class Run:
             raise QueryFailedError(f"could not start the {plan.job.name} job: {_first_line(exc)}") from None
         if self._on_started:
             self._on_started(self)
+
+    def _share_cores(self) -> None:
+        """Continuous mode runs one task per source partition for good: the queries must fit the cores."""
+        cores, queries = self.spark.sparkContext.defaultParallelism, len(self.plan.queries)
+        if cores < queries:
+            raise ConfigError(f"continuous mode keeps a task running per query and source partition: {queries} queries "
+                              f"need at least {queries} cores, this session has {cores}: use --master local[{queries}] or select fewer outputs")
+        self.plan.source.limit_partitions(cores // queries)
 
     def start_and_wait(self) -> RunSummary:
         """Start, then wait for the end (for bounded runs and tests)."""
@@ -314,8 +364,8 @@ class Run:
         """
         pending = {}
         for query in self.queries:
-            if query.isActive and self.plan.trigger.continuous:
-                pending[query] = None  # epochs commit on their own clock: stop now
+            if query.isActive and (self.plan.trigger.continuous or self.plan.trigger.realtime):
+                pending[query] = None  # epochs / long real-time batches commit on their own clock: stop now
             elif query.isActive:
                 active = bool(query.status.get("isTriggerActive"))
                 last = query.lastProgress
@@ -333,6 +383,8 @@ class Run:
                         pass
                     del pending[query]
             time.sleep(0.05)
+        # The listener bus delivers progress reports late: the summary must hold the last batches.
+        self.tracker.wait_terminated([q.name for q in self.queries])
         try:
             self.spark.streams.removeListener(self.tracker)
         except Exception:  # noqa: BLE001

@@ -1,4 +1,4 @@
-"""Trigger specs: ``processing:5s``, ``available-now``, ``once``, ``continuous:1s``."""
+"""Trigger specs: ``processing:5s``, ``available-now``, ``once``, ``continuous:1s``, ``realtime:5min``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pyspark.sql.streaming import DataStreamWriter
 from speedlayer.durations import format_duration, parse_duration
 from speedlayer.errors import ConfigError
 
-KINDS = ("processing", "available-now", "once", "continuous")
-HINT = "use processing:5s, processing:0s, available-now, once or continuous:1s"
+KINDS = ("processing", "available-now", "once", "continuous", "realtime")
+HINT = "use processing:5s, processing:0s, available-now, once, continuous:1s or realtime:5min"
+#: Spark's default batch duration in real-time mode (``Trigger.RealTime()``): a checkpoint every 5 minutes
+REALTIME_DEFAULT_MS = 300_000
 
 
 @dataclass(frozen=True)
@@ -23,12 +25,17 @@ class Trigger:
         return self.kind == "continuous"
 
     @property
+    def realtime(self) -> bool:
+        """Spark's real-time mode: long-running batches of ``interval_ms``, rows processed as they arrive."""
+        return self.kind == "realtime"
+
+    @property
     def bounded(self) -> bool:
         """Whether the query stops by itself once the available input is processed."""
         return self.kind in ("available-now", "once")
 
     def __str__(self) -> str:
-        if self.kind in ("processing", "continuous"):
+        if self.kind in ("processing", "continuous", "realtime"):
             return f"{self.kind}:{format_duration(self.interval_ms)}"
         return self.kind
 
@@ -38,16 +45,20 @@ class Trigger:
             return writer.trigger(processingTime=interval)
         if self.kind == "continuous":
             return writer.trigger(continuous=interval)
+        if self.kind == "realtime":
+            return writer.trigger(realTime=interval)
         if self.kind == "available-now":
             return writer.trigger(availableNow=True)
         return writer.trigger(once=True)
 
 
 def parse_trigger(spec: str) -> Trigger:
-    """Parse a trigger spec.
+    """Parse a trigger spec; ``realtime`` alone takes Spark's default batch duration (5 minutes).
 
     >>> parse_trigger("processing:5s"), parse_trigger("available-now")
     (Trigger(kind='processing', interval_ms=5000), Trigger(kind='available-now', interval_ms=0))
+    >>> parse_trigger("realtime:")
+    Trigger(kind='realtime', interval_ms=300000)
     """
     kind, _, interval = str(spec).strip().partition(":")
     kind = kind.lower()
@@ -57,9 +68,13 @@ def parse_trigger(spec: str) -> Trigger:
         if interval:
             raise ConfigError(f"trigger {kind} takes no interval (got {spec!r}): {HINT}")
         return Trigger(kind)
+    if kind == "realtime" and not interval:
+        return Trigger(kind, REALTIME_DEFAULT_MS)
     if not interval:
         raise ConfigError(f"trigger {kind} needs an interval, e.g. {kind}:1s")
     ms = parse_duration(interval, f"{kind} trigger interval")
     if kind == "continuous" and ms <= 0:
         raise ConfigError("a continuous trigger needs a checkpoint interval above zero, e.g. continuous:1s")
+    if kind == "realtime" and ms <= 0:
+        raise ConfigError("a realtime trigger needs a batch duration above zero, e.g. realtime:5min (or realtime: for 5 minutes)")
     return Trigger(kind, ms)

@@ -51,7 +51,8 @@ def parse_uri(text: str, what: str = "URI") -> Uri:
         raise ConfigError(f"{what} {text!r} has no scheme: write it like generator://?rate=1000 or parquet:out/windows")
     try:
         parts = urlsplit(text)
-        port = parts.port
+        # A broker list (kafka://h1:9092,h2:9092/topic) has no single port; its source reads ``text``.
+        port = None if "," in parts.netloc else parts.port
     except ValueError as exc:
         raise ConfigError(f"{what} {mask_secrets(text)!r} is not a valid URI ({exc})") from None
     if not parts.scheme:
@@ -75,6 +76,20 @@ def parse_uri(text: str, what: str = "URI") -> Uri:
     )
 
 
+#: an option whose name contains one of these holds a secret (kafka.sasl.jaas.config, ssl.key.password, ...)
+SECRET_WORDS = ("password", "passwd", "secret", "token", "jaas", "credential", "apikey", "api_key")
+
+
+def is_secret_option(name: str) -> bool:
+    """Whether an option's value must never be shown.
+
+    >>> is_secret_option("kafka.sasl.jaas.config"), is_secret_option("table")
+    (True, False)
+    """
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_WORDS)
+
+
 def mask_secrets(text: str) -> str:
     """Hide the password of ``scheme://user:password@host`` and ``password=`` options.
 
@@ -91,7 +106,7 @@ def mask_secrets(text: str) -> str:
         user = userinfo.split(":", 1)[0]
         netloc = f"{user}:***@{hostport}"
     query = "&".join(
-        f"{k}=***" if k.lower() in {"password", "passwd", "secret", "token"} else f"{k}={v}"
+        f"{k}=***" if is_secret_option(k) else f"{k}={v}"
         for k, v in parse_qsl(parts.query, keep_blank_values=True)
     )
     rebuilt = f"{parts.scheme}:"

@@ -60,3 +60,18 @@ def test_stream_yields_exactly_the_batch_rows(spark):
     finally:
         query.stop()
     assertDataFrameEqual(spark.table("gen_stream"), source.read_batch(spark, 3000))
+
+
+def test_every_kind_of_corruption_becomes_a_dead_letter_with_its_reason(spark):
+    raw = open_source(f"generator://?seed=4&start={START}&malformed=1&duplicates=0&late=0").read_batch(spark, 700)
+    decoded = decode(raw, VEHICLE_EVENT)
+    assert decoded.events.count() == 0
+    reasons = {r.reason for r in decoded.dead_letters.select("reason").distinct().collect()}
+    assert reasons == {
+        "malformed JSON: not a JSON object",
+        "missing field 'vehicle_id'",
+        "field 'speed_kmh' is outside [0, 400]",
+        "field 'lat' is outside [-90, 90]",
+        "field 'speed_kmh' is not a valid double",
+        "field 'event_time' is more than 3600s ahead of ingest time",
+    }

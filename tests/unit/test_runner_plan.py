@@ -27,8 +27,10 @@ def test_defaults_select_windows_and_alerts_on_the_console():
     ({"trigger": "continuous:1s", "sinks": {"alerts": "parquet:out/a"}}, "cannot take continuous output"),
     ({"trigger": "continuous:1s", "sinks": {"alerts": "console:"}, "output_mode": {"alerts": "update"}}, "continuous mode writes append only"),
     ({"sinks": {"windows": "parquet:out/x", "alerts": "parquet:out/x"}}, "both write to"),
+    ({"sinks": {"windows": "postgresql://u@db/fleet?table=t", "alerts": "postgresql://u@db/fleet?table=t"}},
+     "both write to the same PostgreSQL table"),
     ({"sinks": {"windows": "kafka://h/t"}}, "unknown sink scheme 'kafka'"),
-    ({"source": "redis://h"}, "unknown source scheme 'redis'"),
+    ({"source": "nats://h"}, "unknown source scheme 'nats'"),
     ({"window": "0s"}, "--window must be longer than zero"),
     ({"slide": "2min"}, "--slide 2min is longer than the sliding window 1min"),
     ({"source": "generator://?late=2"}, "option 'late'"),
@@ -77,3 +79,38 @@ def test_generator_start_is_pinned_across_restarts(tmp_path):
     again = plan(state_dir=str(tmp_path / "st"))
     prepare_state(again)
     assert again.source.start_ms == first.source.start_ms
+
+
+# --- real-time mode and source notes ------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"trigger": "realtime:1min"}, r"source generator:// cannot be read in real-time mode .*use a kafka:// source"),
+    ({"trigger": "realtime:1min", "source": "files:///x"}, "source files:// cannot be read in real-time mode"),
+    ({"trigger": "realtime:2s", "source": "kafka://k:9092/t"}, r"shorter than real-time mode's minimum batch duration 5s .*use realtime:5s"),
+    ({"trigger": "realtime:1min", "source": "kafka://k:9092/t", "sinks": {"alerts": "parquet:out/a"}},
+     "sink parquet: cannot take real-time output"),
+    ({"trigger": "realtime:1min", "source": "kafka://k:9092/t", "sinks": {"alerts": "memory:a"}},
+     "sink memory: cannot take real-time output"),
+    ({"trigger": "realtime:1min", "source": "kafka://k:9092/t", "sinks": {"alerts": "console:"},
+      "output_mode": {"alerts": "append"}}, "real-time mode writes update only: use --output-mode alerts=update"),
+])
+def test_realtime_runs_are_refused_before_start(kwargs, match):
+    with pytest.raises(ConfigError, match=match) as err:
+        plan(**kwargs)
+    assert "\n" not in str(err.value)
+
+
+def test_realtime_on_kafka_writes_update_to_the_console():
+    p = plan(trigger="realtime:", source="kafka://k:9092/t", sinks={"alerts": "console:", "dead-letters": "console:"})
+    assert p.trigger.realtime and p.trigger.interval_ms == 300_000 and not p.params.continuous
+    assert [q.mode for q in p.queries] == ["update", "update"]
+
+
+def test_realtime_minimum_follows_sparks_conf():
+    conf = {"spark.sql.streaming.realTimeMode.minBatchDuration": "1000"}
+    assert plan(trigger="realtime:2s", source="kafka://k:9092/t", sinks={"alerts": "console:"}, conf=conf).trigger.realtime
+
+
+def test_source_warnings_become_plan_notes():
+    p = plan(source="socket://localhost:9999", sinks={"alerts": "console:"})
+    assert any("not fault-tolerant" in note for note in p.notes)

@@ -41,3 +41,13 @@ def test_options_are_validated_and_unknown_ones_listed():
         parse_options(_Opts, {"speed": "1"}, "gen://")
     with pytest.raises(ConfigError, match="option 'rate'.*greater than 0.*'-1'"):
         parse_options(_Opts, {"rate": "-1"}, "gen://")
+
+
+def test_a_broker_list_parses_without_a_single_port():
+    uri = parse_uri("kafka://h1:9092,h2:9092/vehicles")
+    assert (uri.scheme, uri.port, uri.path) == ("kafka", None, "/vehicles")
+
+
+def test_secret_options_are_masked_by_name():
+    shown = mask_secrets("kafka://b:9092/t?kafka.sasl.jaas.config=secretstuff&kafka.ssl.key.password=pw&table=t")
+    assert "secretstuff" not in shown and "pw&" not in shown and "table=t" in shown

@@ -25,18 +25,23 @@ class QueryProgress:
     watermark: str | None = None
     sources: list[dict[str, Any]] = field(default_factory=list)
     history: deque = field(default_factory=lambda: deque(maxlen=120))
+    #: Spark has reported the query's end (every progress report of it has arrived before)
+    terminated: bool = False
 
 
 class ProgressTracker(StreamingQueryListener):
     """Collects ``onQueryProgress`` events per query name (thread-safe)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._queries: dict[str, QueryProgress] = {}
+        self._names: dict[str, str] = {}  # query id -> name (the termination event carries no name)
 
     def onQueryStarted(self, event: Any) -> None:
+        name = event.name or str(event.id)
         with self._lock:
-            self._queries.setdefault(event.name or str(event.id), QueryProgress(event.name or str(event.id)))
+            self._names[str(event.id)] = name
+            self._queries[name] = QueryProgress(name)
 
     def onQueryProgress(self, event: Any) -> None:
         self.record(json.loads(event.progress.json))
@@ -45,7 +50,17 @@ class ProgressTracker(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        pass
+        with self._lock:
+            query = self._queries.get(self._names.get(str(event.id), str(event.id)))
+            if query is not None:
+                query.terminated = True
+            self._lock.notify_all()
+
+    def wait_terminated(self, names: list[str], timeout: float = 5.0) -> bool:
+        """Wait until Spark has delivered the end (and so every progress report) of these stopped queries."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: all(q is None or q.terminated for q in map(self._queries.get, names)), timeout)
 
     def record(self, progress: dict[str, Any]) -> None:
         """Take in one progress report (the JSON form of ``StreamingQueryProgress``)."""

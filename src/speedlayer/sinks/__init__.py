@@ -6,11 +6,19 @@ from speedlayer.errors import ConfigError
 from speedlayer.sinks.base import Sink
 from speedlayer.sinks.console import ConsoleSink
 from speedlayer.sinks.memory import MemorySink
+from speedlayer.sinks.mysql import MySqlSink
 from speedlayer.sinks.parquet import ParquetSink
+from speedlayer.sinks.postgres import PostgresSink
+from speedlayer.sinks.redis import RedisSink
 from speedlayer.uris import parse_uri
 
-SINKS: dict[str, type[Sink]] = {cls.scheme: cls for cls in (ConsoleSink, ParquetSink, MemorySink)}
-EXAMPLES = "console:, parquet:out/windows, parquet:///abs/dir, memory:table"
+_ALL: tuple[type[Sink], ...] = (ConsoleSink, ParquetSink, MemorySink, PostgresSink, MySqlSink, RedisSink)
+SINKS: dict[str, type[Sink]] = {
+    name: cls for cls in _ALL for name in (cls.scheme, *getattr(cls, "aliases", ()))
+}
+EXAMPLES = ("console:, parquet:out/windows, parquet:///abs/dir, memory:table, "
+            "postgresql://user:pass@host:5432/db?table=NAME, mysql://user:pass@host:3306/db?table=NAME, "
+            "redis://host:6379/0?prefix=fleet")
 
 
 def open_sink(text: str) -> Sink:

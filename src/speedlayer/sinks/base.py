@@ -49,6 +49,11 @@ class Sink(ABC):
     def describe(self) -> str:
         return self.uri.display
 
+    def destination(self, job: str, output: str) -> tuple | None:
+        """Where this output's rows land (a directory, a table, a key), so that two outputs writing to
+        the same place are refused before start; None where that cannot clash."""
+        return None
+
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         """Fail early when this output cannot be written here."""
 

@@ -19,6 +19,7 @@ from rich.table import Table
 from speedlayer.errors import ConfigError
 from speedlayer.pipelines.base import APPEND, COMPLETE, UPDATE
 from speedlayer.sinks.base import AT_LEAST_ONCE, Sink, Target, no_options
+from speedlayer.sinks.batches import INTERRUPTED, interrupted
 from speedlayer.uris import Uri
 
 
@@ -81,7 +82,12 @@ class ConsoleSink(Sink):
             time_cols = [f.name for f in batch.schema.fields if f.dataType.typeName() == "timestamp"]
             ordered = batch.orderBy(*(F.col(c).desc() for c in time_cols[-1:]))
             counted = ordered.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
-            rows = counted.limit(self.rows).collect()
+            try:
+                rows = counted.limit(self.rows).collect()
+            except Exception as exc:  # noqa: BLE001 — a stop mid-batch must reach Spark short (see batches)
+                if interrupted(exc):
+                    raise RuntimeError(INTERRUPTED) from None
+                raise
             total = rows[0]["__total"] if rows else 0
             columns = batch.columns
             self.display(BatchView(target.job, target.output, batch_id, columns,

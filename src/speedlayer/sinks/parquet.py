@@ -27,6 +27,9 @@ class ParquetSink(Sink):
     def describe(self) -> str:
         return f"parquet:{self.path}"
 
+    def destination(self, job: str, output: str) -> tuple | None:
+        return ("directory", str(self.path))
+
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         log = self.path / "_spark_metadata"
         # The file sink skips batch ids already in its log: a new checkpoint would write nothing.

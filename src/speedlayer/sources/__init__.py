@@ -6,10 +6,15 @@ from speedlayer.errors import ConfigError
 from speedlayer.sources.base import Source
 from speedlayer.sources.files import FilesSource
 from speedlayer.sources.generator import GeneratorSource
+from speedlayer.sources.kafka import KafkaSource
+from speedlayer.sources.redis_streams import RedisStreamsSource
+from speedlayer.sources.socket import SocketSource
 from speedlayer.uris import parse_uri
 
-SOURCES: dict[str, type[Source]] = {cls.scheme: cls for cls in (GeneratorSource, FilesSource)}
-EXAMPLES = "generator://?rate=1000, files:///landing?format=json"
+SOURCES: dict[str, type[Source]] = {cls.scheme: cls for cls in (GeneratorSource, FilesSource, RedisStreamsSource,
+                                                               SocketSource, KafkaSource)}
+EXAMPLES = ("generator://?rate=1000, files:///landing?format=json, redis://localhost:6379/0?stream=vehicles&shards=4, "
+            "socket://localhost:9999, kafka://localhost:9092/telemetry")
 
 
 def open_source(text: str) -> Source:

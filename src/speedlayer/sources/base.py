@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, MutableMapping
+from typing import Any, ClassVar, Mapping, MutableMapping
 
 from pyspark.sql import DataFrame, SparkSession
 
+from speedlayer.errors import ConfigError
+from speedlayer.schemas import VEHICLE_EVENT, EventSchema
 from speedlayer.uris import Uri
 
 
@@ -20,20 +23,44 @@ class Source(ABC):
     scheme: ClassVar[str]
     #: whether Spark's continuous mode can read it
     supports_continuous: ClassVar[bool] = False
+    #: whether Spark's real-time mode (``trigger(realTime=...)``) can read it: Kafka only in Spark 4.3
+    supports_realtime: ClassVar[bool] = False
     #: whether a restart replays exactly what a failed batch had read
     fault_tolerant: ClassVar[bool] = True
 
     def __init__(self, uri: Uri):
         self.uri = uri
+        #: the job's event schema (``plan_run`` sets it): sources that read columns (csv, parquet) name them after it
+        self.event_schema: EventSchema = VEHICLE_EVENT
 
     def check(self) -> None:
         """Fail early (one line) when the source cannot be read."""
+
+    def check_plan(self, outputs: list[str]) -> None:
+        """Fail (ConfigError) when this source cannot feed these outputs, each read by its own query."""
+
+    def check_session(self, spark: SparkSession) -> None:
+        """Fail (one line) when the started session lacks what this source needs (e.g. a connector jar).
+
+        The runner calls it right after the session starts, before any query.
+        """
+
+    def warnings(self) -> list[str]:
+        """Notes shown before the run starts (``RunPlan.notes``), e.g. that the source is not fault-tolerant."""
+        return []
 
     def pin(self, run_state: MutableMapping[str, Any]) -> None:
         """Record (or read back) what must stay the same across restarts of one run."""
 
     def describe(self) -> str:
         return self.uri.display
+
+    def limit_partitions(self, partitions: int) -> None:
+        """Read with at most this many partitions where the source can choose.
+
+        Continuous mode keeps one task per source partition running for good, so the runner
+        shares the cores between its queries with this.
+        """
 
     @abstractmethod
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
@@ -46,3 +73,18 @@ class Source(ABC):
     def events_read(self, progress_source: dict) -> int | None:
         """How many events a query has read, from one entry of its progress ``sources``; None if unknown."""
         return None
+
+
+def snake_case_options(options: Mapping[str, str], where: str) -> dict[str, str]:
+    """URI options with Spark's camelCase names spelled the snake_case way; a name given twice is refused.
+
+    >>> snake_case_options({"maxFilesPerTrigger": "1", "format": "csv"}, "files://")
+    {'max_files_per_trigger': '1', 'format': 'csv'}
+    """
+    result: dict[str, str] = {}
+    for key, value in options.items():
+        name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
+        if name in result:
+            raise ConfigError(f"{where} option {name!r} is given twice (also as {key!r}): keep one")
+        result[name] = value
+    return result

@@ -1,61 +1,170 @@
-"""``files:///landing?format=json`` — a landing directory of JSON-lines files (Spark's file source).
+"""``files:///landing?format=json|csv|parquet`` — a landing directory read with Spark's file source.
 
-Each line is one event in the wire format; ``decode`` enforces the schema. New files are picked up
-in order of modification time; ``max_files_per_trigger`` bounds a batch. The raw line is kept, so a
-bad line becomes a dead letter instead of failing the batch.
+Every format yields RAW rows whose ``value`` is the event's JSON text, so ``decode`` validates
+them all the same way and a bad row becomes a dead letter instead of failing the batch:
+
+- ``json``: one event per line (JSON lines), kept as written. Each file is read whole by one task
+  (that is what gives every line its number), so keep landing files to some hundred MB each.
+- ``csv``: a header row with the wire-format field names (``event_id,vehicle_id,event_time,
+  speed_kmh,lat,lon``), in that order; every field is read as text and the row becomes
+  ``to_json(struct(...))``. A row with too few or too many fields keeps its raw line as payload.
+  A file whose header differs fails the query with Spark's message naming the file.
+- ``parquet``: the event fields by name (other columns are ignored, a missing one is a dead
+  letter). Column types are those of the oldest file present at start (the wire types — strings,
+  doubles, timestamps or epoch ms — when the directory is empty); later files must use the same
+  types. Timestamps must be in ms or µs (pandas: ``to_parquet(..., coerce_timestamps="us")``).
+
+``offset`` is ``<file path>:<n>``: the line number (json) or row number (parquet), counting from 1.
+Spark's CSV reader exposes no row position, so a csv offset is the file path alone and is not
+unique per row. ``ingest_time`` is the file's modification time; new files are taken in order of
+modification time (``latest_first=true`` reverses it).
+
+Options (Spark's camelCase spellings work too): ``max_files_per_trigger``, ``latest_first``,
+``clean_source=archive|delete`` (after a batch commits, move processed files to
+``source_archive_dir`` or delete them).
+
+    files:///data/landing?format=csv&max_files_per_trigger=10&clean_source=archive&source_archive_dir=/data/done
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from speedlayer.errors import ConfigError, SourceError
-from speedlayer.sources.base import Source
+from speedlayer.sources.base import Source, snake_case_options
 from speedlayer.uris import Uri, parse_options
+
+_CORRUPT = "_corrupt_record"
+_WIRE_TYPES = {"string": T.StringType(), "double": T.DoubleType(), "long": T.LongType(), "timestamp": T.TimestampType()}
 
 
 class FilesOptions(BaseModel):
-    format: Literal["json"] = "json"
+    format: Literal["json", "csv", "parquet"] = "json"
     max_files_per_trigger: int | None = Field(None, gt=0)
+    latest_first: bool = False
+    clean_source: Literal["off", "archive", "delete"] = "off"
+    source_archive_dir: str | None = None
+
+
+def _payload(names: list[str]) -> Column:
+    return F.to_json(F.struct(*(F.col(n) for n in names)))
+
+
+def _inside(path: Path, other: Path) -> bool:
+    return path == other or other in path.parents
 
 
 class FilesSource(Source):
+    """``files:///landing?format=json|csv|parquet`` (see the module docstring for every option)."""
+
     scheme = "files"
 
     def __init__(self, uri: Uri):
         super().__init__(uri)
         if uri.host:
             raise ConfigError(f"{uri.display}: write files:///absolute/dir or files:relative/dir (no host part)")
-        self.options: FilesOptions = parse_options(FilesOptions, uri.options, "files://")
-        self.path = uri.local_path()
+        self.options: FilesOptions = parse_options(FilesOptions, snake_case_options(uri.options, "files://"), "files://")
+        self.path = uri.local_path().resolve()
+        o = self.options
+        self.archive_dir: Path | None = None
+        if o.clean_source == "archive":
+            if not o.source_archive_dir:
+                raise ConfigError("files:// clean_source=archive needs source_archive_dir=/dir/for/processed/files")
+            self.archive_dir = Path(o.source_archive_dir).expanduser().resolve()
+            if _inside(self.archive_dir, self.path) or _inside(self.path, self.archive_dir):
+                raise ConfigError(f"files:// source_archive_dir {self.archive_dir} must lie outside the landing directory "
+                                  f"{self.path} (and not contain it): choose e.g. {self.path.parent / 'archive'}")
+        elif o.source_archive_dir:
+            raise ConfigError("files:// source_archive_dir is used only with clean_source=archive: add it or drop the directory")
 
     def describe(self) -> str:
-        return f"files:{self.path} ({self.options.format} lines)"
+        kind = {"json": "JSON lines", "csv": "CSV", "parquet": "parquet"}[self.options.format]
+        cleaning = {"archive": f", processed files moved to {self.archive_dir}", "delete": ", processed files deleted"}
+        return f"files:{self.path} ({kind}{cleaning.get(self.options.clean_source, '')})"
 
     def check(self) -> None:
         if not self.path.is_dir():
             raise SourceError(f"landing directory {self.path} does not exist: create it (mkdir -p) or fix the path")
 
-    def _raw(self, df: DataFrame) -> DataFrame:
-        return df.select(
-            F.col("value"),
+    def check_plan(self, outputs: list[str]) -> None:
+        if self.options.clean_source != "off" and len(outputs) > 1:
+            raise ConfigError(f"files:// clean_source={self.options.clean_source} with {len(outputs)} outputs: each output "
+                              "reads the landing directory itself, and the first to finish a file would remove it "
+                              "from under the others: select one output, or drop clean_source")
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def _spark_options(self) -> dict[str, Any]:
+        o = self.options
+        options: dict[str, Any] = {}
+        if o.max_files_per_trigger:
+            options["maxFilesPerTrigger"] = o.max_files_per_trigger
+        if o.latest_first:
+            options["latestFirst"] = "true"
+        if o.clean_source != "off":
+            options["cleanSource"] = o.clean_source
+        if self.archive_dir is not None:
+            options["sourceArchiveDir"] = str(self.archive_dir)
+        return options
+
+    def _load(self, spark: SparkSession, streaming: bool) -> DataFrame:
+        reader = spark.readStream.options(**self._spark_options()) if streaming else spark.read
+        rows = {"json": self._json_lines, "csv": self._csv_rows, "parquet": self._parquet_rows}[self.options.format]
+        return rows(spark, reader).select(
+            "value",
             F.lit(None).cast("string").alias("key"),
-            F.col("_metadata.file_path").alias("offset"),
+            "offset",
             F.col("_metadata.file_modification_time").alias("ingest_time"),
-        ).where(F.trim("value") != "")
+        )
+
+    def _json_lines(self, spark: SparkSession, reader: Any) -> DataFrame:
+        # One row per file (wholetext), split into numbered lines; blank lines are skipped.
+        files = reader.format("text").option("wholetext", "true").load(str(self.path))
+        lines = files.select("_metadata", F.posexplode(F.split("value", r"\r?\n")).alias("pos", "value"))
+        return lines.where(F.trim("value") != "").select(
+            "value", "_metadata", F.concat_ws(":", "_metadata.file_path", (F.col("pos") + 1).cast("string")).alias("offset"))
+
+    def _csv_rows(self, spark: SparkSession, reader: Any) -> DataFrame:
+        names = [f.name for f in self.event_schema.fields]
+        text_schema = T.StructType([T.StructField(n, T.StringType()) for n in names + [_CORRUPT]])
+        df = (reader.format("csv").schema(text_schema)
+              .options(header="true", enforceSchema="false", mode="PERMISSIVE", columnNameOfCorruptRecord=_CORRUPT)
+              .load(str(self.path)))
+        # A row with the wrong number of fields keeps its raw line; Spark's CSV reader has no row position.
+        value = F.coalesce(F.col(_CORRUPT), _payload(names))
+        return df.select(value.alias("value"), "_metadata", F.col("_metadata.file_path").alias("offset"))
+
+    def _parquet_rows(self, spark: SparkSession, reader: Any) -> DataFrame:
+        df = reader.format("parquet").schema(self._parquet_schema(spark)).load(str(self.path))
+        offset = F.concat_ws(":", "_metadata.file_path", (F.col("_metadata.row_index") + 1).cast("string"))
+        return df.select(_payload([f.name for f in self.event_schema.fields]).alias("value"), "_metadata", offset.alias("offset"))
+
+    def _parquet_schema(self, spark: SparkSession) -> T.StructType:
+        """The event fields with the column types of the oldest parquet file present, else the wire types."""
+        wire = {f.name: _WIRE_TYPES[f.kind] for f in self.event_schema.fields}
+        files = sorted((p for p in self.path.rglob("*.parquet") if not p.name.startswith((".", "_"))),
+                       key=lambda p: p.stat().st_mtime) if self.path.is_dir() else []
+        found = {}
+        if files:
+            try:
+                found = {f.name: f.dataType for f in spark.read.parquet(str(files[0])).schema}
+            except Exception as exc:  # noqa: BLE001 — Spark's reason, in one line
+                reason = next((ln.strip() for ln in str(getattr(exc, "desc", exc)).splitlines() if ln.strip()), "")
+                raise SourceError(f"cannot read the parquet schema of {files[0]} ({reason[:200]}): write timestamps in "
+                                  "ms or µs and plain types (string, number, timestamp)") from None
+        return T.StructType([T.StructField(name, found.get(name, typ)) for name, typ in wire.items()])
 
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         if max_events is not None:
             raise ConfigError("--max-events counts generated events; bound a files run with --trigger available-now")
-        reader = spark.readStream.format("text")
-        if self.options.max_files_per_trigger:
-            reader = reader.option("maxFilesPerTrigger", self.options.max_files_per_trigger)
-        return self._raw(reader.load(str(self.path)))
+        return self._load(spark, streaming=True)
 
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
-        df = self._raw(spark.read.format("text").load(str(self.path)))
+        df = self._load(spark, streaming=False)
         return df.limit(max_events) if max_events is not None else df

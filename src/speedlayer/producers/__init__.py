@@ -1,0 +1,30 @@
+"""Destinations of ``speedlayer produce``: ``open_destination("redis://...")`` gives one for a URI."""
+
+from __future__ import annotations
+
+from speedlayer.errors import ConfigError
+from speedlayer.producers.base import Destination, EventSlice
+from speedlayer.producers.files import FilesDestination
+from speedlayer.producers.kafka import KafkaDestination
+from speedlayer.producers.redis_streams import RedisStreamsDestination
+from speedlayer.uris import parse_uri
+
+DESTINATIONS: dict[str, type[Destination]] = {
+    cls.scheme: cls for cls in (RedisStreamsDestination, FilesDestination, KafkaDestination)
+}
+EXAMPLES = "redis://localhost:6379/0?stream=vehicles&shards=4, files:///landing, kafka://localhost:9092/vehicles"
+
+__all__ = ["Destination", "EventSlice", "DESTINATIONS", "open_destination"]
+
+
+def open_destination(text: str) -> Destination:
+    """The Destination for a ``--to`` URI; an unknown scheme lists the known ones.
+
+    >>> open_destination("files:///tmp/landing").describe()
+    'files:/tmp/landing (JSON lines)'
+    """
+    uri = parse_uri(text, "--to URI")
+    cls = DESTINATIONS.get(uri.scheme)
+    if cls is None:
+        raise ConfigError(f"cannot produce to {uri.scheme}:// ({uri.display}): use one of {EXAMPLES}")
+    return cls(uri)

@@ -1,0 +1,174 @@
+"""``mysql://user:password@host:3306/db?table=NAME`` — upsert each output into a MySQL or MariaDB table.
+
+Each record batch goes in one transaction as multi-row ``INSERT … ON DUPLICATE KEY UPDATE``
+statements of up to 1 MB (``key = key`` in append mode: a replayed row is skipped, and unlike
+``INSERT IGNORE`` no other error is hidden). Values are escaped by PyMySQL, identifiers quoted
+with backticks. Timestamps are stored as UTC in ``DATETIME(6)`` (the session runs at ``+00:00``);
+key strings are ``VARCHAR(255)`` with a binary collation, so keys compare exactly as in Spark.
+
+    speedlayer run fleet --sink windows='mysql://app:secret@db:3306/fleet?table=speed_windows'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+from speedlayer.sinks.sql import CONNECT_TIMEOUT_S, Column, Dialect, Server, SqlSink
+
+_TYPES = {
+    "string": "LONGTEXT", "long": "BIGINT", "integer": "INT", "short": "SMALLINT", "byte": "TINYINT",
+    "double": "DOUBLE", "float": "FLOAT", "boolean": "BOOLEAN", "date": "DATE",
+    "timestamp": "DATETIME(6)", "timestamp_ntz": "DATETIME(6)",
+}
+_INTS = ["tinyint", "smallint", "mediumint", "int", "bigint", "decimal"]
+_TIMES = {"datetime", "timestamp"}
+#: server errors that pass on their own: can't connect, gone away, lost, too many connections,
+#: shutdown in progress, lock wait timeout, deadlock, connection killed, disconnected for inactivity
+_TRANSIENT = {2002, 2003, 2006, 2013, 2055, 1040, 1053, 1205, 1213, 1927, 4031}
+#: longest INSERT statement sent at once (servers allow at least 4 MB by default)
+MAX_STATEMENT_BYTES = 1_000_000
+
+
+class MySqlDialect(Dialect):
+    name = "MySQL"
+    module = "pymysql"
+    extra = "mysql"
+    default_port = 3306
+    max_identifier = 64
+    accepts = {
+        "string": {"varchar", "char", "text", "tinytext", "mediumtext", "longtext"},
+        "long": {"bigint", "decimal"},
+        "integer": set(_INTS[3:]),
+        "short": set(_INTS[1:]),
+        "byte": set(_INTS),
+        "double": {"double", "decimal"},
+        "float": {"float", "double", "decimal"},
+        "boolean": {"tinyint", "bit"},
+        "timestamp": _TIMES,
+        "timestamp_ntz": _TIMES,
+        "date": {"date"} | _TIMES,
+        "decimal": {"decimal"},
+    }
+
+    def sql_type(self, spark: T.DataType, key: bool) -> str | None:
+        if isinstance(spark, T.DecimalType):
+            return f"DECIMAL({spark.precision},{spark.scale})"
+        if key and isinstance(spark, T.StringType):
+            return "VARCHAR(255)"  # TEXT cannot be a primary key
+        return _TYPES.get(spark.typeName())
+
+    def quote(self, table: tuple[str, ...]) -> str:
+        return ".".join("`" + part.replace("`", "``") + "`" for part in table)
+
+    def fold(self, name: str) -> str:
+        return name.lower()
+
+    def connect(self, server: Server) -> Any:
+        import pymysql
+
+        return pymysql.connect(host=server.host, port=server.port, user=server.user, password=server.password or "",
+                               database=server.database, connect_timeout=CONNECT_TIMEOUT_S, charset="utf8mb4",
+                               autocommit=False, init_command="SET time_zone = '+00:00'")
+
+    def transient(self, error: BaseException) -> bool:
+        import pymysql
+
+        if isinstance(error, pymysql.err.InterfaceError):  # the connection is already closed
+            return True
+        if isinstance(error, (pymysql.err.OperationalError, pymysql.err.InternalError)):
+            return bool(error.args) and error.args[0] in _TRANSIENT
+        return isinstance(error, OSError)
+
+    def _where(self, table: tuple[str, ...]) -> tuple[str | None, str]:
+        return (table[0], table[1]) if len(table) == 2 else (None, table[0])
+
+    def columns_of(self, conn: Any, table: tuple[str, ...]) -> dict[str, str] | None:
+        with conn.cursor() as cur:
+            cur.execute("SELECT COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS "
+                        "WHERE TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+                        self._where(table))
+            rows = cur.fetchall()
+        return dict(rows) if rows else None
+
+    def unique_keys(self, conn: Any, table: tuple[str, ...]) -> list[set[str]]:
+        with conn.cursor() as cur:
+            cur.execute("SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+                        "WHERE TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_NAME = %s AND NON_UNIQUE = 0",
+                        self._where(table))
+            indexes: dict[str, set[str]] = {}
+            for index, column in cur.fetchall():
+                indexes.setdefault(index, set()).add(column)
+        return list(indexes.values())
+
+    def create(self, conn: Any, table: tuple[str, ...], columns: list[Column]) -> None:
+        defs = ", ".join(f"{self.quote((c.name,))} {c.sql}" for c in columns)
+        key = ", ".join(self.quote((c.name,)) for c in columns if c.key)
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE TABLE IF NOT EXISTS {self.quote(table)} ({defs}, PRIMARY KEY ({key})) "
+                        "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
+        conn.commit()
+
+    def has_rows(self, conn: Any, table: tuple[str, ...]) -> bool:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT 1 FROM {self.quote(table)} LIMIT 1")
+            return cur.fetchone() is not None
+
+    def write(self, conn: Any, table: tuple[str, ...], columns: list[Column], upsert: bool, batch: pa.RecordBatch) -> None:
+        q = lambda name: self.quote((name,))  # noqa: E731
+        head = f"INSERT INTO {self.quote(table)} ({', '.join(q(c.name) for c in columns)}) VALUES "
+        updates = [f"{q(c.name)} = VALUES({q(c.name)})" for c in columns if not c.key]
+        if not (upsert and updates):
+            first_key = q(next(c.name for c in columns if c.key))
+            updates = [f"{first_key} = {first_key}"]  # keep the stored row; other errors still raise
+        tail = " ON DUPLICATE KEY UPDATE " + ", ".join(updates)
+        try:
+            with conn.cursor() as cur:
+                # No arguments are passed, so '%' in identifiers needs no escaping.
+                for values in value_lists(conn, python_rows(batch)):
+                    cur.execute(head + values + tail)
+            conn.commit()
+        except Exception:
+            try:
+                conn.rollback()
+            except Exception:  # noqa: BLE001 — the connection may be gone; the error below says why
+                pass
+            raise
+
+
+def python_rows(batch: pa.RecordBatch) -> list[tuple]:
+    """The rows of a record batch as tuples; timestamps become naive UTC datetimes for DATETIME.
+
+    >>> import datetime as dt
+    >>> ts = pa.array([dt.datetime(2026, 1, 1, 10)], pa.timestamp("us", "Europe/Berlin"))
+    >>> python_rows(pa.record_batch({"t": ts, "n": [1]}))
+    [(datetime.datetime(2026, 1, 1, 10, 0), 1)]
+    """
+    columns = []
+    for array in batch.columns:
+        if pa.types.is_timestamp(array.type) and array.type.tz:
+            array = array.cast(pa.timestamp(array.type.unit))  # drops the zone, keeps the UTC value
+        columns.append(array.to_pylist())
+    return list(zip(*columns))
+
+
+def value_lists(conn: Any, rows: list[tuple]) -> Iterator[str]:
+    """``(…),(…)`` lists of escaped rows, each under ``MAX_STATEMENT_BYTES``."""
+    literal, parts, size = conn.literal, [], 0
+    for row in rows:
+        text = "(" + ",".join(literal(v) for v in row) + ")"
+        if parts and size + len(text) > MAX_STATEMENT_BYTES:
+            yield ",".join(parts)
+            parts, size = [], 0
+        parts.append(text)
+        size += len(text) + 1
+    if parts:
+        yield ",".join(parts)
+
+
+class MySqlSink(SqlSink):
+    scheme = "mysql"
+    aliases = ("mariadb",)
+    dialect = MySqlDialect()

@@ -1,0 +1,188 @@
+"""``kafka://host:port[,host2:port]/topic`` — a Kafka topic read with Spark's own connector.
+
+``value`` and ``key`` are the record's bytes as UTF-8 text, ``offset`` is ``partition/offset``
+(``topic/partition/offset`` when several comma-separated topics are read), ``ingest_time`` the
+record's Kafka timestamp. Offsets live in the checkpoint, so a restart replays exactly what a
+failed batch read. The only source Spark's real-time mode (``--trigger realtime``) reads.
+
+Options (Spark's names; the snake_case spellings work too): ``startingOffsets`` (``latest``, the
+default, ``earliest`` or Spark's JSON per partition), ``failOnDataLoss`` (true), ``maxOffsetsPerTrigger``,
+and every ``kafka.``-prefixed Kafka client setting (``kafka.security.protocol``, ``kafka.sasl.*``,
+``kafka.ssl.*``...), passed through as given; secrets are masked when printed.
+
+    kafka://broker1:9092,broker2:9092/telemetry?startingOffsets=earliest&kafka.security.protocol=SASL_SSL
+
+The connector (``spark-sql-kafka-0-10``) is not part of PySpark: the run fails before any query
+starts, saying what to add, when the session lacks it.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from contextlib import closing
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, Field, field_validator
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from speedlayer.errors import ConfigError, EnvironmentProblem, SourceError
+from speedlayer.sources.base import Source, snake_case_options
+from speedlayer.uris import Uri, parse_options
+
+DEFAULT_PORT = 9092
+#: the name Spark looks the connector up by (``format("kafka")``)
+DATA_SOURCE = "kafka"
+CONNECT_TIMEOUT_S = 3.0
+#: Kafka client settings Spark's source refuses, and what to use instead
+_REFUSED = {
+    "kafka.bootstrap.servers": "give the brokers in the URI: kafka://host1:9092,host2:9092/topic",
+    "kafka.auto.offset.reset": "use startingOffsets=earliest or latest",
+    "kafka.key.deserializer": "keys are read as bytes and cast to text",
+    "kafka.value.deserializer": "values are read as bytes and cast to text",
+    "kafka.enable.auto.commit": "offsets are kept in the checkpoint, not committed to Kafka",
+    "kafka.interceptor.classes": "Spark's Kafka source does not support interceptors",
+}
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "credential")
+_TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
+
+
+def connector_hint() -> str:
+    """What to add to the command line for Spark's Kafka connector, for this PySpark version.
+
+    >>> connector_hint()  # doctest: +ELLIPSIS
+    '--conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0 ...'
+    """
+    import pyspark
+
+    v = pyspark.__version__
+    return (f"--conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:{v} (fetched from Maven Central), "
+            f"or offline --conf spark.jars=DIR/spark-sql-kafka-0-10_2.13-{v}.jar,"
+            f"DIR/spark-token-provider-kafka-0-10_2.13-{v}.jar,DIR/kafka-clients-VERSION.jar,DIR/commons-pool2-VERSION.jar")
+
+
+def connector_present(spark: SparkSession) -> bool | None:
+    """Whether the session finds Spark's Kafka connector, looked up as ``format("kafka")`` does; None if it cannot tell."""
+    jvm = getattr(spark, "_jvm", None)  # a Spark Connect session has no JVM here
+    if jvm is None:
+        return None
+    try:
+        conf = spark._jsparkSession.sessionState().conf()
+        jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(DATA_SOURCE, conf)
+        return True
+    except Exception as exc:  # noqa: BLE001 — Py4J wraps the JVM's exception
+        text = str(exc)
+        return False if ("DATA_SOURCE" in text or "Failed to find data source" in text) else None
+
+
+def is_secret(option: str) -> bool:
+    """Whether a Kafka client option holds a secret (passwords, JAAS config, tokens, private keys)."""
+    name = option.lower()
+    return any(word in name for word in _SECRET_WORDS) or name.endswith(".key")
+
+
+class KafkaOptions(BaseModel):
+    starting_offsets: str = "latest"
+    fail_on_data_loss: bool = True
+    max_offsets_per_trigger: int | None = Field(None, gt=0)
+
+    @field_validator("starting_offsets")
+    @classmethod
+    def _offsets(cls, value: str) -> str:
+        if value not in ("earliest", "latest") and not value.strip().startswith("{"):
+            raise ValueError('use earliest, latest or a JSON object such as {"topic":{"0":42}}')
+        return value
+
+
+def parse_brokers(uri: Uri) -> list[str]:
+    """The ``host:port`` list of a kafka URI (port 9092 when left out).
+
+    >>> parse_brokers(parse_uri("kafka://k1/t"))  # doctest: +SKIP
+    ['k1:9092']
+    """
+    netloc = urlsplit(uri.text).netloc
+    if "@" in netloc:
+        raise ConfigError(f"{uri.display}: put Kafka credentials in kafka.sasl.jaas.config, not in the URI")
+    brokers = []
+    for part in netloc.split(","):
+        host, _, port = part.strip().partition(":")
+        port = port or str(DEFAULT_PORT)
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{uri.display}: brokers are host:port pairs separated by commas, e.g. "
+                              "kafka://broker1:9092,broker2:9092/topic")
+        brokers.append(f"{host}:{int(port)}")
+    return brokers
+
+
+class KafkaSource(Source):
+    """``kafka://host:port[,host:port]/topic[,topic]?startingOffsets=...&kafka.<client setting>=...``."""
+
+    scheme = "kafka"
+    supports_continuous = True
+    supports_realtime = True
+
+    def __init__(self, uri: Uri):
+        super().__init__(uri)
+        self.brokers = parse_brokers(uri)
+        self.topics = [t for t in uri.path.strip("/").split(",") if t]
+        if not self.topics or not all(_TOPIC.match(t) for t in self.topics):
+            raise ConfigError(f"{uri.display}: name the topic after the brokers, e.g. kafka://localhost:9092/telemetry "
+                              "(letters, digits, '.', '_', '-'; several separated by commas)")
+        self.client_options = {k: v for k, v in uri.options.items() if k.startswith("kafka.")}
+        for key in self.client_options:
+            if key in _REFUSED:
+                raise ConfigError(f"kafka:// option {key!r} cannot be set: {_REFUSED[key]}")
+        own = {k: v for k, v in uri.options.items() if not k.startswith("kafka.")}
+        self.options: KafkaOptions = parse_options(KafkaOptions, snake_case_options(own, "kafka://"), "kafka://")
+
+    def spark_options(self) -> dict[str, str]:
+        """Every option given to Spark's Kafka reader (secrets included: never print this)."""
+        o = self.options
+        options = {"kafka.bootstrap.servers": ",".join(self.brokers), "subscribe": ",".join(self.topics),
+                   "startingOffsets": o.starting_offsets, "failOnDataLoss": str(o.fail_on_data_loss).lower()}
+        if o.max_offsets_per_trigger:
+            options["maxOffsetsPerTrigger"] = str(o.max_offsets_per_trigger)
+        return {**options, **self.client_options}
+
+    def describe(self) -> str:
+        settings = [f"startingOffsets={self.options.starting_offsets}"]
+        settings += [f"{k}={'***' if is_secret(k) else v}" for k, v in sorted(self.client_options.items())]
+        return f"kafka {','.join(self.brokers)} topic {','.join(self.topics)} ({', '.join(settings)})"
+
+    def check(self) -> None:
+        """Fail before start when no broker accepts a TCP connection."""
+        for broker in self.brokers:
+            host, _, port = broker.rpartition(":")
+            try:
+                with closing(socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)):
+                    return
+            except OSError:
+                continue
+        raise SourceError(f"no Kafka broker answers at {', '.join(self.brokers)}: start one, or fix the address")
+
+    def check_session(self, spark: SparkSession) -> None:
+        if connector_present(spark) is False:
+            raise EnvironmentProblem(f"Spark's Kafka connector is not in this Spark session: add {connector_hint()}")
+
+    def _raw(self, records: DataFrame) -> DataFrame:
+        position = ["partition", "offset"] if len(self.topics) == 1 else ["topic", "partition", "offset"]
+        return records.select(
+            F.col("value").cast("string").alias("value"),
+            F.col("key").cast("string").alias("key"),
+            F.concat_ws("/", *(F.col(c).cast("string") for c in position)).alias("offset"),
+            F.col("timestamp").alias("ingest_time"),
+        )
+
+    def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
+        if max_events is not None:
+            raise ConfigError("--max-events counts generated events; bound a Kafka run with --trigger available-now or --duration")
+        return self._raw(spark.readStream.format(DATA_SOURCE).options(**self.spark_options()).load())
+
+    def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
+        """Everything from ``startingOffsets`` (earliest when it is latest) to the current end of the topic."""
+        options = {k: v for k, v in self.spark_options().items() if k != "maxOffsetsPerTrigger"}
+        if options["startingOffsets"] == "latest":
+            options["startingOffsets"] = "earliest"
+        df = self._raw(spark.read.format(DATA_SOURCE).options(**options).option("endingOffsets", "latest").load())
+        return df.limit(max_events) if max_events is not None else df

@@ -1,0 +1,363 @@
+"""The Spark side of the Redis Streams source: a Python Data Source with offsets, ranges and Arrow reads.
+
+The stream reader plans on the driver (inside Spark's Python source runner, with redis-py) and is
+pickled to the executors without any connection; ``read`` opens its own (``redis_wire``) and
+yields RAW record batches. See ``speedlayer.sources.redis_streams`` for the options and
+docs/design.md ("Redis Streams source") for why offsets, admission control and reads look so.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator, NamedTuple
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from speedlayer.schemas import RAW_SCHEMA
+from speedlayer.sources.redis_location import RedisLocation
+
+FORMAT = "speedlayer_redis_streams"
+#: offset entry counting the empty batches after ``max_events`` was reached (not a stream key)
+IDLE = "_idle_batches"
+
+#: Walks ``(start, stop]`` of one key in pages and returns the last id and the number of entries,
+#: at most ARGV[3]: the end of a bounded batch without shipping the entries to the driver.
+ADVANCE_LUA = """
+local last, want, got = ARGV[1], tonumber(ARGV[3]), 0
+while got < want do
+  local page = math.min(want - got, 10000)
+  local r = redis.call('XRANGE', KEYS[1], '(' .. last, ARGV[2], 'COUNT', page)
+  if #r == 0 then break end
+  last = r[#r][1]
+  got = got + #r
+  if #r < page then break end
+end
+return {last, got}
+"""
+
+
+def entry_order(text: str) -> tuple[int, int]:
+    """A stream entry id as a sortable pair.
+
+    >>> entry_order("1700000000000-12") > entry_order("1700000000000-9")
+    True
+    """
+    ms, _, seq = str(text).partition("-")
+    return int(ms), int(seq or 0)
+
+
+class StreamInfo(NamedTuple):
+    """What XINFO STREAM says about one key (``added`` and ``deleted`` need Redis 7; -1 / None before)."""
+
+    last: str  # last generated id
+    added: int  # entries ever added: the position (seq) of ``last``
+    length: int  # entries now in the stream
+    deleted: str | None  # the highest id ever deleted (XDEL, trimming), "0-0" if none
+
+
+def stream_infos(client, keys: list[str] | tuple[str, ...]) -> dict[str, StreamInfo | None]:
+    """XINFO STREAM of every key in one round trip; None for a key that does not exist."""
+    import redis
+
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.xinfo_stream(key)
+    infos: dict[str, StreamInfo | None] = {}
+    for key, info in zip(keys, pipe.execute(raise_on_error=False)):
+        if isinstance(info, redis.exceptions.ResponseError) and "no such key" in str(info).lower():
+            infos[key] = None
+        elif isinstance(info, Exception):
+            raise info
+        else:
+            added = info.get("entries-added")
+            infos[key] = StreamInfo(info["last-generated-id"], int(added) if added is not None else -1,
+                                    int(info["length"]), info.get("max-deleted-entry-id"))
+    return infos
+
+
+def untouched_since(info: StreamInfo, entry_id: str) -> bool:
+    """Whether nothing after ``entry_id`` was deleted, so ``seq`` differences count entries exactly."""
+    return info.added >= 0 and info.deleted is not None and entry_order(info.deleted) <= entry_order(entry_id)
+
+
+class Advancer:
+    """Finds the end id of a bounded batch on the server (a Lua script), or client-side if scripts are refused."""
+
+    def __init__(self, client):
+        self.client = client
+        self.script = client.register_script(ADVANCE_LUA)
+        self.use_script = True
+
+    def __call__(self, key: str, start: str, stop: str, want: int) -> tuple[str, int]:
+        if want <= 0:
+            return start, 0
+        if self.use_script:
+            import redis
+
+            try:
+                last, got = self.script(keys=[key], args=[start, stop, want])
+                return str(last), int(got)
+            except redis.exceptions.ResponseError as exc:
+                if "script" not in str(exc).lower() and "noperm" not in str(exc).lower():
+                    raise
+                self.use_script = False
+        last, got = start, 0
+        while got < want:
+            size = min(want - got, 10_000)
+            page = self.client.xrange(key, f"({last}", stop, count=size)
+            if not page:
+                break
+            last, got = page[-1][0], got + len(page)
+            if len(page) < size:
+                break
+        return last, got
+
+
+def _entry(entry_id: str, seq: int, read: int) -> dict[str, Any]:
+    return {"id": entry_id, "seq": seq, "read": read}
+
+
+class KeyRange(InputPartition):
+    """Entries of ``key`` with ``start < id <= end``."""
+
+    def __init__(self, key: str, start: str, end: str):
+        self.key, self.start, self.end = key, start, end
+
+    def __repr__(self) -> str:
+        return f"KeyRange({self.key} ({self.start} .. {self.end}])"
+
+
+def read_range(spec: dict[str, Any], password: str | None, part: KeyRange) -> Iterator:
+    """RAW Arrow record batches of one key range, ``fetch_size`` entries per XRANGE call."""
+    import pyarrow as pa
+
+    from speedlayer.redis_wire import RedisWire
+
+    schema = _arrow_schema()
+    size = int(spec["fetch_size"])
+    cursor = part.start
+    with RedisWire(spec["host"], spec["port"], spec["db"], spec.get("username"), password) as wire:
+        while True:
+            ids, values = wire.xrange(part.key, f"({cursor}", part.end, size)
+            if not ids:
+                return
+            yield _record_batch(pa, schema, part.key, ids, values)
+            cursor = ids[-1].decode()
+            if len(ids) < size or cursor == part.end:
+                return
+
+
+def _arrow_schema():
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(RAW_SCHEMA, timezone="UTC")
+
+
+def _record_batch(pa, schema, key: str, ids: list[bytes], values: list[bytes | None]):
+    import pyarrow.compute as pc
+
+    id_array = pa.array(ids, pa.binary()).cast(pa.string())
+    try:
+        value_array = pa.array(values, pa.binary()).cast(pa.string())
+    except pa.ArrowInvalid:  # not UTF-8: keep it readable, decode sends it to dead letters
+        value_array = pa.array([v.decode("utf-8", "replace") if v is not None else None for v in values], pa.string())
+    millis = pc.cast(pc.list_element(pc.split_pattern(id_array, "-", max_splits=1), 0), pa.int64())
+    return pa.RecordBatch.from_arrays(
+        [
+            value_array,
+            pa.array([key] * len(ids), pa.string()),
+            pc.binary_join_element_wise(pa.scalar(key), id_array, "/"),
+            pc.multiply(millis, 1000).cast(pa.timestamp("us", tz="UTC")),
+        ],
+        schema=schema,
+    )
+
+
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Driver side: offsets and ranges (redis-py, lazily connected); executors: ``read``."""
+
+    def __init__(self, spec: dict[str, Any], password: str | None):
+        self.spec, self.password = spec, password
+        self.keys: list[str] = list(spec["keys"])
+        self.quotas: dict[str, int] | None = spec.get("quotas")
+        self._client = None
+        self._advancer: Advancer | None = None
+        self._targets: dict[str, StreamInfo | None] | None = None  # availableNow: the ends at its start
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None, "_advancer": None}
+
+    # connections (driver only) -------------------------------------------------------------------
+    def _redis(self):
+        if self._client is None:
+            location = RedisLocation(self.spec["host"], self.spec["port"], self.spec["db"],
+                                     self.spec.get("username"), self.password, tuple(self.keys))
+            self._client = location.client()
+            self._advancer = Advancer(self._client)
+        return self._client
+
+    def _infos(self) -> dict[str, StreamInfo | None]:
+        return stream_infos(self._redis(), self.keys)
+
+    # offsets ---------------------------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        latest = self.spec["starting"] == "latest"
+        pinned = self.spec.get("latest_ids")
+        if latest and pinned:  # the run's queries all start where the run did
+            return {key: _entry(pinned[key][0], pinned[key][1], 0) if key in pinned else _entry("0-0", 0, 0)
+                    for key in self.keys}
+        offset = {}
+        for key, info in self._infos().items():
+            if info is None:
+                offset[key] = _entry("0-0", 0, 0)
+            elif latest:
+                offset[key] = _entry(info.last, max(info.added, 0), 0)
+            else:
+                offset[key] = _entry("0-0", max(info.added - info.length, 0), 0)
+        return offset
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.spec.get("max_per_trigger")
+        return ReadMaxRows(int(limit)) if limit else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._targets = self._infos()
+
+    def reportLatestOffset(self) -> dict | None:
+        infos = self._infos()
+        return {key: {"id": info.last, "seq": info.added} for key, info in infos.items() if info is not None} or None
+
+    def _start_of(self, start: dict, key: str) -> dict[str, Any]:
+        # A key that is new to the checkpoint (more shards than before) is read from its beginning.
+        return start.get(key) or _entry("0-0", 0, 0)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next batch: per key the id ``want`` entries further, at most to the target.
+
+        Where the whole rest of a key fits (and nothing in it was deleted) its end is read off
+        XINFO; otherwise the Lua walker counts entries on the server.
+        """
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        infos = self._targets if self._targets is not None else self._infos()
+        end = {key: dict(self._start_of(start, key)) for key in self.keys}
+        if budget is None and self.quotas is None:
+            for key in self.keys:
+                self._take(end, key, infos.get(key), None)
+            return end
+        room = {key: (self.quotas[key] - end[key]["read"]) if self.quotas else None for key in self.keys}
+
+        def advance(key: str, want: int) -> int:
+            if room[key] is not None:
+                want = min(want, room[key])
+            got = self._take(end, key, infos.get(key), want)
+            if room[key] is not None:
+                room[key] -= got
+            return got
+
+        if budget is None:
+            for key in self.keys:
+                advance(key, room[key])
+            return self._idle_tick(start, end)
+        share, extra = divmod(budget, len(self.keys))
+        full = []
+        for i, key in enumerate(self.keys):
+            want = share + (1 if i < extra else 0)
+            got = advance(key, want)
+            budget -= got
+            if got == want:
+                full.append(key)  # may hold more: offered what the others left
+        for key in full:
+            if budget <= 0:
+                break
+            budget -= advance(key, budget)
+        return self._idle_tick(start, end)
+
+    def _idle_tick(self, start: dict, end: dict) -> dict:
+        """Once ``max_events`` is read, keep batches coming (empty ones), as the generator's source does.
+
+        A bounded run stops a couple of batches after its last event, when the watermark has
+        closed its windows; without new offsets Spark would run no further batch. Not under
+        availableNow, which must reach an end.
+        """
+        if self.quotas is None or self._targets is not None:
+            return end
+        if any(end[key]["read"] < self.quotas[key] for key in self.keys):
+            return end
+        if any(end[key]["id"] != self._start_of(start, key)["id"] for key in self.keys):
+            return end
+        end[IDLE] = int(start.get(IDLE, 0)) + 1
+        return end
+
+    def _take(self, end: dict, key: str, info: StreamInfo | None, want: int | None) -> int:
+        """Move ``end[key]`` forward by at most ``want`` entries (None: all), never past ``info.last``."""
+        e = end[key]
+        if info is None or (want is not None and want <= 0) or entry_order(info.last) <= entry_order(e["id"]):
+            return 0
+        rest = info.added - e["seq"]
+        if want is None and info.added >= 0:
+            # everything: counted from seq (exact unless entries were deleted meanwhile)
+            end[key] = _entry(info.last, info.added, e["read"] + max(rest, 0))
+            return max(rest, 0)
+        if want is not None and 0 <= rest <= want and untouched_since(info, e["id"]):
+            end[key] = _entry(info.last, info.added, e["read"] + rest)
+            return rest
+        self._redis()
+        assert self._advancer is not None
+        last, got = self._advancer(key, e["id"], info.last, want if want is not None else 2**62)
+        if got:
+            end[key] = _entry(last, e["seq"] + got, e["read"] + got)
+        return got
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        parts: list[InputPartition] = []
+        for key in self.keys:
+            first, last = self._start_of(start, key)["id"], end.get(key, {}).get("id")
+            if last is not None and entry_order(last) > entry_order(first):
+                parts.append(KeyRange(key, first, last))
+        return parts
+
+    def read(self, partition: KeyRange) -> Iterator:  # type: ignore[override]
+        return read_range(self.spec, self.password, partition)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+class _BatchReader(DataSourceReader):
+    """A static read of the ranges ``read_batch`` fixed on the driver."""
+
+    def __init__(self, spec: dict[str, Any], password: str | None):
+        self.spec, self.password = spec, password
+
+    def partitions(self) -> list[InputPartition]:
+        return [KeyRange(key, start, end) for key, start, end in self.spec["ranges"]]
+
+    def read(self, partition: KeyRange) -> Iterator:  # type: ignore[override]
+        return read_range(self.spec, self.password, partition)
+
+
+class RedisStreamsDataSource(DataSource):
+    """Spark's view of the source; options ``spec`` (JSON) and ``password`` (redacted by Spark)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return RAW_SCHEMA
+
+    def _spec(self) -> tuple[dict[str, Any], str | None]:
+        return json.loads(self.options["spec"]), self.options.get("password")
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _StreamReader(*self._spec())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _BatchReader(*self._spec())
