@@ -267,6 +267,7 @@ class Run:
         self.stop_requested = threading.Event()
         self.force_stop = threading.Event()
         self._started_at = 0.0
+        self._reached: dict[str, int] = {}  # per query: the batch that read the --max-events-th event
         self._on_started = on_started
 
     def start(self) -> None:
@@ -311,20 +312,25 @@ class Run:
         self.start()
         return self.wait()
 
-    def _bounded_done(self, qp: QueryPlan) -> bool:
-        """Whether a --max-events query has read its last event and flushed its windows."""
-        progress = self.tracker.get(qp.name)
+    def _bounded_done(self, query: Any) -> bool:
+        """Whether a --max-events query has read its last event and flushed its windows.
+
+        Reads the query's own last progress, not the listener's: the listener bus lags by seconds
+        when finished queries run empty batches back to back. The first batch seen with all events
+        read stands for the one that read the last event (it is that one or a later one).
+        """
         max_events = self.plan.settings.max_events
-        if progress is None or max_events is None:
+        last = query.lastProgress
+        if max_events is None or last is None:
             return False
-        reached = None
-        for report in progress.history:
-            sources = report.get("sources") or []
-            read = self.plan.source.events_read(sources[0]) if sources else None
-            if read is not None and read >= max_events:
-                reached = int(report["batchId"])
-                break
-        return reached is not None and progress.last_batch_id >= reached + FLUSH_BATCHES
+        reached = self._reached.get(query.name)
+        if reached is None:
+            sources = last["sources"] or []
+            read = self.plan.source.events_read(json.loads(sources[0].json)) if sources else None
+            if read is None or read < max_events:
+                return False
+            reached = self._reached[query.name] = last["batchId"]
+        return last["batchId"] >= reached + FLUSH_BATCHES
 
     def wait(self) -> RunSummary:
         """Block until the run ends (bounded input done, --duration over, stop requested, or failure)."""
@@ -344,7 +350,7 @@ class Run:
                 if deadline is not None and time.monotonic() >= deadline:
                     stopped_by = f"--duration {settings.duration:g}s"
                     break
-                if settings.max_events and all(self._bounded_done(qp) for qp in self.plan.queries):
+                if settings.max_events and all(self._bounded_done(q) for q in self.queries):
                     stopped_by = f"--max-events {settings.max_events}"
                     break
                 time.sleep(0.2)

@@ -1,0 +1,200 @@
+"""Exactly once, end to end: Redis Streams -> fleet job -> PostgreSQL / Parquet / MariaDB, through real crashes.
+
+``speedlayer produce`` fills two Redis stream shards with a known set of events. The fleet job runs
+as a CLI process with the same command each time; it is killed with SIGKILL (its whole process
+group: Python, the JVM, Spark's Python workers) while a batch is in flight — planned in the offset
+log, not yet in the commit log, maybe partly written — and restarted. The last run is bounded by
+``--max-events`` and ends by itself. What the sinks then hold must equal a batch recomputation over
+the same events: every row there, none twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame
+from pyspark.testing import assertDataFrameEqual
+
+from speedlayer.config import RunSettings
+from tests import servers
+from tests.e2e.killing import CliProcess, Kill, batch_ids, kill_mid_batch
+from tests.helpers import batch_output, closed_windows
+from tests.sinks.common import as_frame
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+#: events in the streams: 10 micro-batches of PER_TRIGGER; 100 s of event time (rate=200), 100 vehicles
+N = 20_000
+PER_TRIGGER = 2_000
+SHARDS = 2
+GENERATOR = "generator://?seed=23&late=0&rate=200&vehicles=100"
+WINDOW_KEY = ["window_start", "window_end", "vehicle_id"]
+KEYS = {"windows": WINDOW_KEY, "sliding": WINDOW_KEY, "alerts": ["event_id"], "dead-letters": ["offset"]}
+#: generous bounds for a loaded 2-core machine (a run normally takes well under a minute)
+KILL_WITHIN_S, FINAL_RUN_S = 300, 600
+#: tries at one kill: a batch may commit in the milliseconds between seeing it in flight and the kill
+KILL_TRIES = 3
+
+
+@pytest.fixture(scope="module")
+def stream(tmp_path_factory):
+    """A Redis URI of SHARDS stream keys holding events 0 … N-1, written once for the module by the CLI producer.
+
+    Module-scoped (unlike ``redis_url``) so the three tests share one producer run; its keys are
+    removed afterwards the same way.
+    """
+    servers.ensure(servers.REDIS)
+    import redis
+
+    prefix = servers.unique_name("eo")
+    url = f"redis://{servers.REDIS.host}:{servers.REDIS.port}/0"
+    uri = f"{url}?stream={prefix}&shards={SHARDS}"
+    # A fixed event-time origin shortly before now: decode refuses events over 1 h ahead of the entry
+    # ids, which Redis stamps with its clock.
+    start = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:00Z")
+    client = redis.Redis(host=servers.REDIS.host, port=servers.REDIS.port, db=0)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "speedlayer", "produce", "--to", uri, "--max-events", str(N), "--rate", "0",
+             "--generator", GENERATOR, "--start", start, "--no-progress"],
+            cwd=tmp_path_factory.mktemp("produce"), capture_output=True, text=True, timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"produced {N:,} events" in result.stdout, result.stdout
+        assert [client.xlen(f"{prefix}:{i}") for i in range(SHARDS)] == [N // SHARDS] * SHARDS
+        yield uri
+    finally:
+        for key in client.scan_iter(f"{prefix}*"):
+            client.delete(key)
+        client.close()
+
+
+def run_args(source: str, sinks: dict[str, str], state: Path) -> list[str]:
+    args = ["run", "fleet", "--source", f"{source}&max_records_per_trigger={PER_TRIGGER}"]
+    for output, uri in sinks.items():
+        args += ["--sink", f"{output}={uri}"]
+    # No Spark UI: nobody looks at it, and each run would start a web server and look for a free port.
+    return args + ["--state-dir", str(state), "--trigger", "processing:0s", "--no-live", "--conf", "spark.ui.enabled=false"]
+
+
+def crash_and_finish(args: list[str], workdir: Path, watch: str, kill_after: list[int]) -> list[Kill]:
+    """Run, kill mid-batch once ``watch`` has committed each batch of ``kill_after``, restart; finish bounded.
+
+    Every run is the same command; the last one adds ``--max-events N`` and must end by itself.
+    """
+    state, kills, runs, began = workdir / "state", [], 0, time.monotonic()
+    for after in kill_after:
+        for _ in range(KILL_TRIES):
+            process = CliProcess(args, workdir, workdir / f"run-{runs}.log")
+            runs += 1
+            kill = kill_mid_batch(process, state, watch, after, KILL_WITHIN_S)
+            if kill is not None:
+                kills.append(kill)
+                print(f"{time.monotonic() - began:.0f}s: {kill.describe()}")
+                break
+        else:
+            pytest.fail(f"{KILL_TRIES} kills of {watch} after batch {after} all landed between batches")
+    final = CliProcess(args + ["--max-events", str(N)], workdir, workdir / "final.log")
+    assert final.wait(FINAL_RUN_S) == 0, final.tail()
+    out = final.output()
+    assert f"stopped by --max-events {N}" in out, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    print(f"{time.monotonic() - began:.0f}s: the bounded run ended")
+    return kills
+
+
+def last_run(state: Path) -> dict[str, dict]:
+    return {q["output"]: q for q in json.loads((state / "last-run.json").read_text())["queries"]}
+
+
+def assert_checkpoints_complete(state: Path, outputs: list[str], kills: list[Kill]) -> None:
+    """Every batch id committed once in a row, each killed batch among them, and exactly N entries read."""
+    for output in outputs:
+        checkpoint = state / "checkpoints" / output
+        commits = batch_ids(checkpoint / "commits")
+        assert commits == set(range(max(commits) + 1)), (output, sorted(commits))
+        for kill in kills:
+            if kill.after.get(output) and kill.after[output].in_flight is not None:
+                assert kill.after[output].in_flight in commits
+        lines = (checkpoint / "offsets" / str(max(batch_ids(checkpoint / "offsets")))).read_text().splitlines()
+        end = json.loads(lines[2])  # v1, metadata, then the source's offset
+        assert sum(entry["read"] for key, entry in end.items() if not key.startswith("_")) == N, (output, end)
+
+
+def assert_exactly(got: DataFrame, expected: DataFrame, key: list[str]) -> None:
+    """No row missing, none twice, every value as computed in batch."""
+    assert got.count() == got.select(*key).distinct().count(), "a key was written twice"
+    assertDataFrameEqual(got, expected, rtol=1e-9)
+
+
+def expectations(spark, source: str, state: Path, outputs: list[str]) -> dict[str, DataFrame]:
+    """The batch recomputation over the same events; windows as far as append mode has closed them."""
+    settings = RunSettings(job="fleet", source=source, max_events=N)
+    runs = last_run(state)
+    expected = {}
+    for output in outputs:
+        frame = batch_output(spark, settings, output)
+        if output in ("windows", "sliding"):
+            frame = closed_windows(frame, runs[output]["watermark"])
+        expected[output] = frame.cache()  # counted, then compared: read Redis and recompute once
+    return expected
+
+
+def postgres_rows(url: str, table: str, columns: list[str]) -> list[tuple]:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql.SQL("SELECT {} FROM {}").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(table))).fetchall()
+
+
+def mysql_rows(url: str, table: str, columns: list[str]) -> list[tuple]:
+    from contextlib import closing
+
+    import pymysql
+
+    database = url.rsplit("/", 1)[1]
+    with closing(pymysql.connect(host=servers.MARIADB.host, port=servers.MARIADB.port, user="root", password="",
+                                 database=database)) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM `{table}`")
+        return list(cur.fetchall())
+
+
+def test_postgres_and_parquet_sinks_survive_sigkill_mid_batch_twice(spark, stream, postgres_url, tmp_path):
+    tables = {"windows": "windows", "alerts": "alerts", "dead-letters": "dead_letters"}
+    sinks = {output: f"{postgres_url}?table={table}" for output, table in tables.items()}
+    # The file sink has no key to hide a repeat behind: a batch written twice would show as duplicate rows.
+    sinks["sliding"] = f"parquet:{tmp_path / 'out' / 'sliding'}"
+    kills = crash_and_finish(run_args(stream, sinks, tmp_path / "state"), tmp_path, "windows", [1, 5])
+    assert [k.batch for k in kills] == sorted(k.batch for k in kills) and kills[0].batch >= 2
+
+    state = tmp_path / "state"
+    assert_checkpoints_complete(state, list(sinks), kills)
+    expected = expectations(spark, stream, state, list(sinks))
+    assert expected["windows"].count() > 500 and expected["alerts"].count() > 100
+    assert expected["dead-letters"].count() > 0 and expected["sliding"].count() > 500
+    for output, table in tables.items():
+        got = as_frame(spark, postgres_rows(postgres_url, table, expected[output].columns), expected[output])
+        assert_exactly(got, expected[output], KEYS[output])
+    got = spark.read.parquet(str(tmp_path / "out" / "sliding"))  # through _spark_metadata: committed files only
+    assert_exactly(got, expected["sliding"], KEYS["sliding"])
+
+
+def test_mysql_sinks_survive_sigkill_mid_batch(spark, stream, mysql_url, tmp_path):
+    outputs = ["windows", "alerts"]
+    sinks = {output: f"{mysql_url}?table={output}" for output in outputs}
+    kills = crash_and_finish(run_args(stream, sinks, tmp_path / "state"), tmp_path, "windows", [2])
+
+    state = tmp_path / "state"
+    assert_checkpoints_complete(state, outputs, kills)
+    expected = expectations(spark, stream, state, outputs)
+    for output in outputs:
+        got = as_frame(spark, mysql_rows(mysql_url, output, expected[output].columns), expected[output])
+        assert_exactly(got, expected[output], KEYS[output])
