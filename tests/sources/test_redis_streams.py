@@ -314,3 +314,167 @@ def test_bounded_fleet_run_on_redis_equals_the_batch_recomputation(spark, redis_
     expected = closed_windows(batch_output(spark, s, "windows"), summary.queries[0].watermark)
     assert expected.count() >= 100  # 50 vehicles, 30 s of events: at least two closed 10 s windows each
     assertDataFrameEqual(spark.table("redis_fleet_windows"), expected, rtol=1e-9)
+
+
+# --- the data path on its own: read_range (executors) and the producer's writes, without Spark ---------
+
+def read_values(url: str, key: str, start: str = "0-0", end: str = "+", fetch_size: int = 7,
+                password: str | None = None) -> tuple[list[str], list[str | None]]:
+    """Offsets and values of ``(start, end]`` of one key, as the executors read them."""
+    from urllib.parse import urlsplit
+
+    from speedlayer.sources.redis_datasource import KeyRange, read_range
+
+    parts = urlsplit(url)
+    spec = {"host": parts.hostname, "port": parts.port, "db": int(parts.path.strip("/") or 0),
+            "username": parts.username, "fetch_size": fetch_size}
+    batches = list(read_range(spec, password, KeyRange(key, start, end)))
+    assert all(b.num_rows <= fetch_size for b in batches)
+    return ([o for b in batches for o in b.column("offset").to_pylist()],
+            [v for b in batches for v in b.column("value").to_pylist()])
+
+
+def producer(uri: str):
+    from speedlayer.producers.redis_streams import RedisStreamsDestination
+    from speedlayer.uris import parse_uri
+
+    destination = RedisStreamsDestination(parse_uri(uri))
+    destination.open()
+    return destination
+
+
+def write(destination, first: int, values: list[bytes]) -> None:
+    from speedlayer.producers.base import EventSlice
+
+    destination.write(EventSlice(first, values, [b""] * len(values)))
+
+
+def test_any_bytes_round_trip_through_the_producer_and_the_reader(redis_url):
+    url, prefix = redis_url
+    values = [f'{{"n": {i}, "text": "line\\r\\nbreak *2\\r\\n$5"}}'.encode() for i in range(2500)] + [b"", "ünï".encode()]
+    destination = producer(f"{url}?stream={prefix}&shards=3")
+    try:
+        write(destination, 0, values[:1000])
+        write(destination, 1000, values[1000:])  # continues the round robin where the first slice ended
+    finally:
+        destination.close()
+    for shard in range(3):
+        offsets, got = read_values(url, f"{prefix}:{shard}")
+        assert got == [v.decode() for v in values[shard::3]] and len(set(offsets)) == len(got)
+    ids = [o.split("/", 1)[1] for o in read_values(url, f"{prefix}:0")[0]]
+    _, middle = read_values(url, f"{prefix}:0", start=ids[9], end=ids[19])  # (start, end]
+    assert middle == [v.decode() for v in values[0::3][10:20]]
+    assert read_values(url, f"{prefix}:missing") == ([], [])
+
+
+def test_entries_with_other_fields_or_no_value(redis_url):
+    import redis
+
+    url, prefix = redis_url
+    client = redis.Redis.from_url(url)
+    client.xadd(prefix, {"value": "a"})
+    client.xadd(prefix, {"source": "x", "value": "b", "more": "y"})
+    client.xadd(prefix, {"other": "c"})
+    client.xadd(prefix, {"value": "d"})
+    client.close()
+    assert read_values(url, prefix, fetch_size=3)[1] == ["a", "b", None, "d"]
+
+
+def test_error_replies_are_one_line_errors(redis_url):
+    import redis
+
+    from speedlayer.errors import SinkError
+
+    url, prefix = redis_url
+    client = redis.Redis.from_url(url)
+    client.set(f"{prefix}:1", "not a stream")
+    with pytest.raises(SourceError, match="^WRONGTYPE Operation against a key holding the wrong kind of value$"):
+        read_values(url, f"{prefix}:1")
+    destination = producer(f"{url}?stream={prefix}&shards=3")
+    try:
+        with pytest.raises(SinkError) as info:
+            write(destination, 0, [b"1", b"2", b"3", b"4"])
+        assert str(info.value) == (f"Redis at {url.split('//')[1].split('/')[0]} refused an entry: "
+                                   "WRONGTYPE Operation against a key holding the wrong kind of value")
+        write(destination, 5, [b"6"])  # event 5 goes to shard 2: the connection is still usable
+    finally:
+        destination.close()
+    assert [client.xlen(f"{prefix}:0"), client.xlen(f"{prefix}:2")] == [2, 2]  # the rest was still added
+    client.close()
+
+
+class ClosingServer:
+    """A TCP server that reads a little of every connection and closes it: Redis dying mid-request."""
+
+    def __enter__(self) -> "ClosingServer":
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = self.sock.accept()
+                except OSError:
+                    return
+                conn.recv(1 << 16)
+                conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
+
+
+def test_unreachable_or_closing_servers_are_one_line_errors_without_the_password():
+    from speedlayer.errors import SinkError
+    from tests.servers import free_port
+
+    port = free_port()
+    refused = f"cannot reach Redis at 127.0.0.1:{port}: Connection refused; start redis-server or fix the URI"
+    with pytest.raises(SourceError) as info:
+        read_values(f"redis://127.0.0.1:{port}/0", "v", password="s3cret")
+    assert str(info.value) == refused
+    with pytest.raises(SinkError) as info:
+        producer(f"redis://app:s3cret@127.0.0.1:{port}/0?stream=v")
+    assert str(info.value) == refused
+    with ClosingServer() as server:
+        url = f"redis://127.0.0.1:{server.port}/0"
+        for open_it, error in [(lambda: read_values(url, "v", password="s3cret"), SourceError),
+                               (lambda: producer(f"redis://:s3cret@127.0.0.1:{server.port}/0?stream=v"), SinkError)]:
+            with pytest.raises(error) as info:
+                open_it()
+            assert str(info.value) == f"Redis at 127.0.0.1:{server.port} closed the connection"
+
+
+def test_data_path_auth_database_and_a_user_without_scripting():
+    import redis
+
+    from speedlayer.errors import SinkError
+    from tests.servers import RedisServer
+
+    with RedisServer(appendonly=False) as server:
+        redis.Redis(port=server.port).config_set("requirepass", "pw1")
+        admin = redis.Redis(port=server.port, password="pw1")
+        url = f"redis://:pw1@127.0.0.1:{server.port}/3"
+        destination = producer(f"{url}?stream=k")
+        write(destination, 0, [b"v"])
+        destination.close()
+        assert redis.Redis(port=server.port, db=3, password="pw1").xlen("k") == 1
+        assert read_values(url, "k", password="pw1")[1] == ["v"]
+        for open_it, error in [(lambda: read_values(url, "k", password="n0tTh1s"), SourceError),
+                               (lambda: producer(f"redis://:n0tTh1s@127.0.0.1:{server.port}/3?stream=k"), SinkError)]:
+            with pytest.raises(error) as info:
+                open_it()
+            assert "refused the credentials" in str(info.value) and "n0tTh1s" not in str(info.value)
+        # an ACL user who may not run scripts: the producer falls back to plain XADD
+        admin.execute_command("ACL", "SETUSER", "app", "on", ">apw", "~*", "+@all", "-@scripting")
+        destination = producer(f"redis://app:apw@127.0.0.1:{server.port}/4?stream=w&shards=2")
+        assert destination._scripts is False
+        write(destination, 0, [b"a", b"b", b"c"])
+        destination.close()
+        shards = [read_values(f"redis://app@127.0.0.1:{server.port}/4", f"w:{i}", password="apw")[1] for i in (0, 1)]
+        assert shards == [["a", "c"], ["b"]]

@@ -5,6 +5,11 @@ Each event becomes one entry ``{value: <json>}`` (id ``*``: Redis's clock, no tr
 the first N events of every run are the first ⌈(N-i)/shards⌉ entries of shard i, which is how
 the source's ``--max-events`` reads exactly events 0 … N-1. One vehicle's events are spread over
 all shards (order across shards is restored by event time, not by the source).
+
+Entries go out through redis-py in one pipelined round trip per slice: an EVAL of a short Lua loop
+per 1,000 entries of a key, which costs the client ~0.7 µs per entry where a pipeline of single
+XADDs costs ~7 µs in redis-py. A server that refuses scripts (an ACL without ``@scripting``) gets
+the plain XADD pipeline.
 """
 
 from __future__ import annotations
@@ -15,6 +20,11 @@ from speedlayer.sources.redis_location import RedisLocation
 from speedlayer.sources.redis_streams import RedisStreamsOptions, parse_redis_options
 from speedlayer.uris import Uri
 
+#: Appends ARGV[i] as ``{value: ARGV[i]}`` to KEYS[1] with id ``*``, in order; returns the count.
+XADD_LUA = "for i = 1, #ARGV do redis.call('XADD', KEYS[1], '*', 'value', ARGV[i]) end return #ARGV"
+#: entries per EVAL: the server runs each for ~2 ms, other clients wait meanwhile
+PER_SCRIPT = 1000
+
 
 class RedisStreamsDestination(Destination):
     scheme = "redis"
@@ -23,7 +33,8 @@ class RedisStreamsDestination(Destination):
         super().__init__(uri)
         self.options: RedisStreamsOptions = parse_redis_options(uri)
         self.location = RedisLocation.from_uri(uri, self.options.stream, self.options.shards)
-        self._wire = None
+        self._client = None
+        self._scripts = True
 
     def describe(self) -> str:
         keys = self.location.keys
@@ -42,25 +53,52 @@ class RedisStreamsDestination(Destination):
             client.close()
 
     def open(self) -> None:
-        from speedlayer.redis_wire import WireError
+        import redis
 
+        self._client = self.location.data_client(error=SinkError)
         try:
-            self._wire = self.location.wire().connect()
-        except WireError as exc:
-            raise SinkError(f"{exc}; start redis-server or fix the URI") from None
+            self._client.execute_command("EVAL", XADD_LUA, 0)  # adds nothing; loads the script
+            self._scripts = True
+        except redis.exceptions.ResponseError as exc:
+            if not _scripts_refused(exc):
+                self.close()
+                raise self.location.failure(exc, SinkError) from None
+            self._scripts = False
+        except redis.exceptions.RedisError as exc:
+            self.close()
+            raise self.location.failure(exc, SinkError) from None
 
     def write(self, events: EventSlice) -> None:
-        from speedlayer.redis_wire import WireError
+        import redis
 
         keys = self.location.keys
         shards = len(keys)
-        targets = [keys[(events.first + i) % shards] for i in range(len(events))] if shards > 1 else [keys[0]] * len(events)
+        pipe = self._client.pipeline(transaction=False)
+        if self._scripts:
+            for s in range(min(shards, len(events))):  # event first+i goes to keys[(first+i) % shards]
+                key, values = keys[(events.first + s) % shards], events.values[s::shards]
+                for i in range(0, len(values), PER_SCRIPT):
+                    pipe.execute_command("EVAL", XADD_LUA, 1, key, *values[i:i + PER_SCRIPT])
+        else:
+            for i, value in enumerate(events.values):
+                pipe.execute_command("XADD", keys[(events.first + i) % shards], "*", "value", value)
         try:
-            self._wire.xadd_many(targets, events.values)
-        except WireError as exc:
-            raise SinkError(f"Redis at {self.location.address} refused an entry: {exc}") from None
+            replies = pipe.execute(raise_on_error=False)
+        except redis.exceptions.RedisError as exc:
+            raise self.location.failure(exc, SinkError) from None
+        refused = next((reply for reply in replies if isinstance(reply, Exception)), None)
+        if refused is not None:  # the other entries were still added
+            reason = str(refused).split(" script: ")[0]  # an error inside the script names the script
+            raise SinkError(f"Redis at {self.location.address} refused an entry: {reason}")
 
     def close(self) -> None:
-        if self._wire is not None:
-            self._wire.close()
-            self._wire = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _scripts_refused(exc: Exception) -> bool:
+    """Whether EVAL itself is refused (ACL, a proxy without scripting), so plain XADD must do."""
+    import redis
+
+    return isinstance(exc, redis.exceptions.NoPermissionError) or "unknown command" in str(exc).lower()
