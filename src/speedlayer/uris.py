@@ -118,6 +118,21 @@ def mask_secrets(text: str) -> str:
     return rebuilt
 
 
+def open_by_scheme(registry: Mapping[str, Any], text: str, what: str, examples: str,
+                   unknown: str = "unknown {what} scheme {scheme!r} in {display!r}") -> Any:
+    """An instance of the registry's class for the URI's scheme; an unknown scheme lists ``examples``.
+
+    >>> open_by_scheme({"memory": lambda uri: uri.path}, "memory:t", "sink URI", "memory:t")
+    't'
+    """
+    uri = parse_uri(text, what)
+    cls = registry.get(uri.scheme)
+    if cls is None:
+        message = unknown.format(what=what.split()[0], scheme=uri.scheme, display=uri.display)
+        raise ConfigError(f"{message}: use one of {examples}")
+    return cls(uri)
+
+
 def parse_options(model: type[BaseModel], options: Mapping[str, Any], where: str) -> Any:
     """Validate URI options against a pydantic model; the first problem becomes a one-line ConfigError.
 

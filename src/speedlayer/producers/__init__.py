@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from speedlayer.errors import ConfigError
 from speedlayer.producers.base import Destination, EventSlice
 from speedlayer.producers.files import FilesDestination
 from speedlayer.producers.kafka import KafkaDestination
 from speedlayer.producers.redis_streams import RedisStreamsDestination
-from speedlayer.uris import parse_uri
+from speedlayer.uris import open_by_scheme
 
 DESTINATIONS: dict[str, type[Destination]] = {
     cls.scheme: cls for cls in (RedisStreamsDestination, FilesDestination, KafkaDestination)
@@ -23,8 +22,4 @@ def open_destination(text: str) -> Destination:
     >>> open_destination("files:///tmp/landing").describe()
     'files:/tmp/landing (JSON lines)'
     """
-    uri = parse_uri(text, "--to URI")
-    cls = DESTINATIONS.get(uri.scheme)
-    if cls is None:
-        raise ConfigError(f"cannot produce to {uri.scheme}:// ({uri.display}): use one of {EXAMPLES}")
-    return cls(uri)
+    return open_by_scheme(DESTINATIONS, text, "--to URI", EXAMPLES, unknown="cannot produce to {scheme}:// ({display})")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from speedlayer.errors import ConfigError
 from speedlayer.sinks.base import Sink
 from speedlayer.sinks.console import ConsoleSink
 from speedlayer.sinks.memory import MemorySink
@@ -10,7 +9,7 @@ from speedlayer.sinks.mysql import MySqlSink
 from speedlayer.sinks.parquet import ParquetSink
 from speedlayer.sinks.postgres import PostgresSink
 from speedlayer.sinks.redis import RedisSink
-from speedlayer.uris import parse_uri
+from speedlayer.uris import open_by_scheme
 
 _ALL: tuple[type[Sink], ...] = (ConsoleSink, ParquetSink, MemorySink, PostgresSink, MySqlSink, RedisSink)
 SINKS: dict[str, type[Sink]] = {
@@ -27,8 +26,4 @@ def open_sink(text: str) -> Sink:
     >>> open_sink("parquet:out/windows").guarantee
     'exactly-once'
     """
-    uri = parse_uri(text, "sink URI")
-    cls = SINKS.get(uri.scheme)
-    if cls is None:
-        raise ConfigError(f"unknown sink scheme {uri.scheme!r} in {uri.display!r}: use one of {EXAMPLES}")
-    return cls(uri)
+    return open_by_scheme(SINKS, text, "sink URI", EXAMPLES)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from speedlayer.errors import ConfigError
 from speedlayer.sources.base import Source
 from speedlayer.sources.files import FilesSource
 from speedlayer.sources.generator import GeneratorSource
 from speedlayer.sources.kafka import KafkaSource
 from speedlayer.sources.redis_streams import RedisStreamsSource
 from speedlayer.sources.socket import SocketSource
-from speedlayer.uris import parse_uri
+from speedlayer.uris import open_by_scheme
 
 SOURCES: dict[str, type[Source]] = {cls.scheme: cls for cls in (GeneratorSource, FilesSource, RedisStreamsSource,
                                                                SocketSource, KafkaSource)}
@@ -23,8 +22,4 @@ def open_source(text: str) -> Source:
     >>> open_source("generator://?seed=7").options.seed
     7
     """
-    uri = parse_uri(text, "source URI")
-    cls = SOURCES.get(uri.scheme)
-    if cls is None:
-        raise ConfigError(f"unknown source scheme {uri.scheme!r} in {uri.display!r}: use one of {EXAMPLES}")
-    return cls(uri)
+    return open_by_scheme(SOURCES, text, "source URI", EXAMPLES)
