@@ -1,6 +1,6 @@
 """``speedlayer produce``: publish the generator's events to Redis Streams, a landing directory or Kafka.
 
-Event *n* is computed in the JVM by the same expressions as ``generator://`` (``vehicle_events``
+Event *n* is computed in the JVM by the same expressions as ``generator://`` (``generate``
 over ``spark.range(a, b)``), so with the same options and the same pinned ``start`` the payloads
 are byte for byte what the generator would stream. Chunks are computed one ahead in a background
 thread, collected as Arrow, cut into slices and written at ``--rate`` events/s (0: unpaced).
@@ -109,10 +109,10 @@ def compute_chunk(spark, plan: ProducePlan, first: int, end: int):
     """Events ``first`` … ``end - 1`` as an Arrow table (value, key, n), in event order."""
     from pyspark.sql import functions as F
 
-    from speedlayer.sources.generator import vehicle_events
+    from speedlayer.sources.generator import generate
 
     seq = spark.range(first, end, numPartitions=spark.sparkContext.defaultParallelism).select(F.col("id").alias("n"))
-    df = vehicle_events(seq, plan.options, plan.start_ms)
+    df = generate(seq, plan.options, plan.start_ms)
     table = df.select("value", "key", F.col("offset").cast("long").alias("n")).toArrow()
     return table.sort_by("n")
 

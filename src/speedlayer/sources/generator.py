@@ -11,11 +11,12 @@ re-sent duplicates and corrupted payloads.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import time
 from datetime import datetime, timezone
-from typing import Any, MutableMapping
+from typing import Any, Callable, MutableMapping
 
 from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,7 +33,14 @@ _KM_PER_DEG_LAT = 111.32
 _MALFORMED_KINDS = 7
 
 
+#: event kinds the generator makes: name -> "module:function" building RAW rows from ``(seq, opts, start_ms)``
+KINDS: dict[str, str] = {
+    "vehicles": "speedlayer.sources.generator:vehicle_events",
+}
+
+
 class GeneratorOptions(BaseModel):
+    kind: str = Field("vehicles", description="what to generate: " + ", ".join(KINDS))
     rate: int = Field(5000, gt=0, description="events per second (paced), also the event-time spacing")
     vehicles: int = Field(2000, gt=0)
     seed: int = 42
@@ -44,6 +52,13 @@ class GeneratorOptions(BaseModel):
     malformed: float = Field(0.002, ge=0, le=1, description="fraction of corrupted payloads")
     partitions: int | None = Field(None, gt=0)
     rows_per_batch: int | None = Field(None, gt=0, description="unpaced: this many events per micro-batch")
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        if value not in KINDS:
+            raise ValueError(f"unknown kind {value!r}: choose one of {', '.join(KINDS)}")
+        return value
 
     @field_validator("disorder", "late_delay")
     @classmethod
@@ -63,6 +78,21 @@ def parse_start(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp() * 1000)
+
+
+def event_builder(kind: str) -> Callable[[DataFrame, GeneratorOptions, int], DataFrame]:
+    """The function that builds RAW rows of ``kind`` from a DataFrame of sequence numbers ``n``.
+
+    >>> event_builder("vehicles").__name__
+    'vehicle_events'
+    """
+    module, _, name = KINDS[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def generate(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
+    """RAW rows of the options' kind for the sequence numbers in ``seq`` (column ``n``)."""
+    return event_builder(opts.kind)(seq, opts, start_ms)
 
 
 def _uniform(seed: int, key: Column, salt: int) -> Column:
@@ -217,7 +247,7 @@ class GeneratorSource(Source):
     def describe(self) -> str:
         o = self.options
         start = datetime.fromtimestamp((self.start_ms or 0) / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"generator (seed={o.seed}, rate={o.rate}/s, vehicles={o.vehicles}, start={start})"
+        return f"generator ({o.kind}, seed={o.seed}, rate={o.rate}/s, vehicles={o.vehicles}, start={start})"
 
     def _start(self) -> int:
         if self.start_ms is None:
@@ -239,13 +269,13 @@ class GeneratorSource(Source):
         seq = reader.load().select(F.col("value").alias("n"))
         if max_events is not None:
             seq = seq.where(F.col("n") < max_events)
-        return vehicle_events(seq, o, self._start())
+        return generate(seq, o, self._start())
 
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         if max_events is None:
             raise ConfigError("a batch read of the generator needs a number of events (--max-events)")
         seq = spark.range(0, max_events, numPartitions=self.options.partitions or spark.sparkContext.defaultParallelism)
-        return vehicle_events(seq.select(F.col("id").alias("n")), self.options, self._start())
+        return generate(seq.select(F.col("id").alias("n")), self.options, self._start())
 
     def events_read(self, progress_source: dict) -> int | None:
         end = progress_source.get("endOffset")
