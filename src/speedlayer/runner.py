@@ -273,6 +273,8 @@ class Run:
     def start(self) -> None:
         prepare_state(self.plan)
         self.plan.source.check_session(self.spark)  # e.g. a connector jar missing from the session
+        for qp in self.plan.queries:
+            qp.sink.check_session(self.spark)
         if self.plan.trigger.continuous:
             self._share_cores()
         self.spark.streams.addListener(self.tracker)
@@ -280,13 +282,13 @@ class Run:
         plan = self.plan
         try:
             for qp in plan.queries:
-                df = build_output(self.spark, plan, qp.output.name)
-                writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
-                          .option("checkpointLocation", str(qp.checkpoint)))
-                writer = plan.trigger.apply(writer)
                 # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
                 jvm_only = plan.trigger.continuous or plan.trigger.realtime
                 target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key)
+                df = qp.sink.records(build_output(self.spark, plan, qp.output.name), target)
+                writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
+                          .option("checkpointLocation", str(qp.checkpoint)))
+                writer = plan.trigger.apply(writer)
                 query = qp.sink.start(writer, df, target)
                 qp.name = query.name  # a sink may name its query (the memory sink names its table so)
                 self.queries.append(query)

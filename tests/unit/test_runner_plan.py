@@ -29,7 +29,7 @@ def test_defaults_select_windows_and_alerts_on_the_console():
     ({"sinks": {"windows": "parquet:out/x", "alerts": "parquet:out/x"}}, "both write to"),
     ({"sinks": {"windows": "postgresql://u@db/fleet?table=t", "alerts": "postgresql://u@db/fleet?table=t"}},
      "both write to the same PostgreSQL table"),
-    ({"sinks": {"windows": "kafka://h/t"}}, "unknown sink scheme 'kafka'"),
+    ({"sinks": {"windows": "nats://h/t"}}, "unknown sink scheme 'nats'"),
     ({"source": "nats://h"}, "unknown source scheme 'nats'"),
     ({"window": "0s"}, "--window must be longer than zero"),
     ({"slide": "2min"}, "--slide 2min is longer than the sliding window 1min"),

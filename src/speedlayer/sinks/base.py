@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from speedlayer.errors import ConfigError
@@ -56,6 +56,13 @@ class Sink(ABC):
 
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         """Fail early when this output cannot be written here."""
+
+    def records(self, df: DataFrame, target: Target) -> DataFrame:
+        """The rows this sink writes, from the output's rows (default: unchanged)."""
+        return df
+
+    def check_session(self, spark: SparkSession) -> None:
+        """Fail before start when the session lacks something this sink needs (e.g. a connector jar)."""
 
     @abstractmethod
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:

@@ -76,6 +76,24 @@ def connector_present(spark: SparkSession) -> bool | None:
         return False if ("DATA_SOURCE" in text or "Failed to find data source" in text) else None
 
 
+def check_connector(spark: SparkSession) -> None:
+    """Fail before any query starts when the session lacks Spark's Kafka connector, naming what to add."""
+    if connector_present(spark) is False:
+        raise EnvironmentProblem(f"Spark's Kafka connector is not in this Spark session: add {connector_hint()}")
+
+
+def check_brokers(brokers: list[str], error: type[Exception]) -> None:
+    """Fail with ``error`` when no broker accepts a TCP connection (the cheap check before start)."""
+    for broker in brokers:
+        host, _, port = broker.rpartition(":")
+        try:
+            with closing(socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)):
+                return
+        except OSError:
+            continue
+    raise error(f"no Kafka broker answers at {', '.join(brokers)}: start one, or fix the address")
+
+
 def is_secret(option: str) -> bool:
     """Whether a Kafka client option holds a secret (passwords, JAAS config, tokens, private keys)."""
     name = option.lower()
@@ -151,19 +169,10 @@ class KafkaSource(Source):
         return f"kafka {','.join(self.brokers)} topic {','.join(self.topics)} ({', '.join(settings)})"
 
     def check(self) -> None:
-        """Fail before start when no broker accepts a TCP connection."""
-        for broker in self.brokers:
-            host, _, port = broker.rpartition(":")
-            try:
-                with closing(socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S)):
-                    return
-            except OSError:
-                continue
-        raise SourceError(f"no Kafka broker answers at {', '.join(self.brokers)}: start one, or fix the address")
+        check_brokers(self.brokers, SourceError)
 
     def check_session(self, spark: SparkSession) -> None:
-        if connector_present(spark) is False:
-            raise EnvironmentProblem(f"Spark's Kafka connector is not in this Spark session: add {connector_hint()}")
+        check_connector(spark)
 
     def _raw(self, records: DataFrame) -> DataFrame:
         position = ["partition", "offset"] if len(self.topics) == 1 else ["topic", "partition", "offset"]
