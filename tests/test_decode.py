@@ -55,3 +55,28 @@ def test_good_and_bad_are_split_without_loss(spark):
     decoded = decode(raw(spark, *payloads), VEHICLE_EVENT)
     assert decoded.events.count() + decoded.dead_letters.count() == len(payloads)
     assert sorted(r.event_id for r in decoded.events.collect()) == ["e-1", "e-2"]
+
+
+@pytest.mark.parametrize("edit,expected", [
+    # What a typed parse alone would refuse, or take differently, and decode accepts as the text says.
+    (("87.5", '"87.5"'), {"speed_kmh": 87.5}),                         # a number sent as a string
+    (("87.5", "87"), {"speed_kmh": 87.0}),                             # an integer for a double
+    (('"V0001"', "1"), {"vehicle_id": "1"}),                            # a number for a string
+    (('"2026-11-22T10:00:03.250Z"', '"1795341603250"'), {"event_time": datetime(2026, 11, 22, 10, 0, 3, 250000)}),
+])
+def test_lenient_values_are_accepted_as_the_text_says(spark, edit, expected):
+    [event] = decode(raw(spark, GOOD.replace(*edit)), VEHICLE_EVENT).events.collect()
+    assert {name: event[name] for name in expected} == expected
+
+
+@pytest.mark.parametrize("edit,reason", [
+    (("87.5", "NaN"), "field 'speed_kmh' is not a valid double"),
+    (("87.5", '"NaN"'), "field 'speed_kmh' is not a valid double"),
+    (("87.5", "[1]"), "field 'speed_kmh' is not a valid double"),
+    (("87.5", "1e400"), "field 'speed_kmh' is not a valid double"),
+    (('"V0001"', '"  "'), "missing field 'vehicle_id'"),
+])
+def test_values_a_typed_parse_would_take_are_still_refused(spark, edit, reason):
+    decoded = decode(raw(spark, GOOD.replace(*edit)), VEHICLE_EVENT)
+    assert [d.reason for d in decoded.dead_letters.collect()] == [reason]
+    assert decoded.events.count() == 0

@@ -26,12 +26,21 @@ class Decoded:
 
 
 def _text_schema(schema: EventSchema) -> T.StructType:
-    # Every field is read as text first so that "missing" and "not a number" can be told apart.
+    # Every field is read as text so that "missing" and "not a number" can be told apart.
     fields = [T.StructField(f.name, T.StringType()) for f in schema.fields]
     return T.StructType(fields + [T.StructField(_CORRUPT, T.StringType())])
 
 
+def _fast_schema(schema: EventSchema) -> T.StructType:
+    # Numbers parsed straight into their type (no text copy, no second parse); times stay text,
+    # since a JSON number there means epoch milliseconds, which a typed parse would take as seconds.
+    types = {"string": T.StringType(), "double": T.DoubleType(), "long": T.LongType(), "timestamp": T.StringType()}
+    fields = [T.StructField(f.name, types[f.kind]) for f in schema.fields]
+    return T.StructType(fields + [T.StructField(_CORRUPT, T.StringType())])
+
+
 def _typed(field: Field, text: Column) -> Column:
+    """The field's value from its JSON text (or from the fast parse's typed value); null if missing or invalid."""
     if field.kind == "string":
         return F.when(F.trim(text) != "", text)
     if field.kind == "timestamp":
@@ -44,6 +53,16 @@ def _typed(field: Field, text: Column) -> Column:
     return value
 
 
+def _in_range(field: Field, typed: Column) -> Column | None:
+    if field.min is None or field.max is None:
+        return None
+    return (typed < field.min) | (typed > field.max)
+
+
+def _too_far_ahead(typed: Column, ingest_time: Column, schema: EventSchema) -> Column:
+    return typed > ingest_time + F.expr(f"INTERVAL {schema.max_ahead_ms} MILLISECONDS")
+
+
 def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, schema: EventSchema) -> Column:
     name = field.name
     checks = [
@@ -51,14 +70,26 @@ def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, sche
         F.when(typed.isNull(), F.lit(f"field '{name}' is not a valid {field.kind}"
                                      + (" (ISO-8601 or epoch milliseconds)" if field.kind == "timestamp" else ""))),
     ]
-    if field.min is not None and field.max is not None:
-        checks.append(F.when((typed < field.min) | (typed > field.max),
-                             F.lit(f"field '{name}' is outside [{field.min:g}, {field.max:g}]")))
+    outside = _in_range(field, typed)
+    if outside is not None:
+        checks.append(F.when(outside, F.lit(f"field '{name}' is outside [{field.min:g}, {field.max:g}]")))
     if name == schema.time_field:
-        ahead = ingest_time + F.expr(f"INTERVAL {schema.max_ahead_ms} MILLISECONDS")
-        checks.append(F.when(typed > ahead,
+        checks.append(F.when(_too_far_ahead(typed, ingest_time, schema),
                              F.lit(f"field '{name}' is more than {schema.max_ahead_ms // 1000}s ahead of ingest time")))
     return F.coalesce(*checks)
+
+
+def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column) -> Column:
+    """Whether every field of the fast parse is present and valid (then the event is accepted as is)."""
+    ok = F.lit(True)
+    for f in schema.fields:
+        ok = ok & typed[f.name].isNotNull()
+        outside = _in_range(f, typed[f.name])
+        if outside is not None:
+            ok = ok & ~outside
+        if f.name == schema.time_field:
+            ok = ok & ~_too_far_ahead(typed[f.name], ingest_time, schema)
+    return ok
 
 
 def decode(raw: DataFrame, schema: EventSchema) -> Decoded:
@@ -68,26 +99,42 @@ def decode(raw: DataFrame, schema: EventSchema) -> Decoded:
     >>> decoded.events.columns                            # doctest: +SKIP
     ['event_id', 'vehicle_id', 'event_time', 'speed_kmh', 'lat', 'lon', 'ingest_time']
     """
-    # Each field is typed once into its own column; the checks and the output read those columns
-    # (inside CASE/COALESCE branches Spark would not share a repeated conversion).
-    parsed = raw.select(
-        "value", "key", "offset", "ingest_time",
-        F.from_json("value", _text_schema(schema), {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}).alias("j"),
-    )
-    typed_names = {f.name: f"_t_{f.name}" for f in schema.fields}
-    typed = parsed.select("*", *(_typed(f, F.col(f"j.{f.name}")).alias(typed_names[f.name]) for f in schema.fields))
-    not_object = F.col("j").isNull() | F.col(f"j.{_CORRUPT}").isNotNull()
-    reason = F.coalesce(
+    # Two paths. The fast one parses numbers straight into their types, as a hand-written job would;
+    # nearly every event passes its checks and is taken from there. Only a row it does not accept
+    # takes the text path, which reads every field as text to tell "missing" from "not a number",
+    # accepts numbers sent as strings, and names the reason. The text path sits in the ELSE branch
+    # of a CASE, which Spark evaluates only for those rows.
+    options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
+    parsed = raw.select("value", "key", "offset", "ingest_time",
+                        F.from_json("value", _fast_schema(schema), options).alias("j"))
+    # Each field is typed once into its own column; the checks and the output read those columns.
+    fast_names = {f.name: f"_f_{f.name}" for f in schema.fields}
+    typed = parsed.select("value", "key", "offset", "ingest_time", F.col(f"j.{_CORRUPT}").alias(_CORRUPT),
+                          *(_typed(f, F.col(f"j.{f.name}")).alias(fast_names[f.name]) for f in schema.fields))
+    fast_cols = {f.name: F.col(fast_names[f.name]) for f in schema.fields}
+    accepted = (F.col("value").isNotNull() & F.col(_CORRUPT).isNull()
+                & _accepted(schema, fast_cols, F.col("ingest_time")))
+    typed = typed.select("*", accepted.alias("_accepted"))
+
+    text = F.from_json("value", _text_schema(schema), options)
+    not_object = text.isNull() | text[_CORRUPT].isNotNull()
+    slow_reason = F.coalesce(
         F.when(F.col("value").isNull(), F.lit("empty payload")),
         F.when(not_object, F.lit("malformed JSON: not a JSON object")),
-        *(_reason(f, F.col(f"j.{f.name}"), F.col(typed_names[f.name]), F.col("ingest_time"), schema)
-          for f in schema.fields),
+        *(_reason(f, text[f.name], _typed(f, text[f.name]), F.col("ingest_time"), schema) for f in schema.fields),
     )
-    checked = typed.select("*", reason.alias("_reason"))
-    events = checked.where(F.col("_reason").isNull()).select(
+    reason = F.when(~F.col("_accepted"), slow_reason)
+    typed_names = {f.name: f"_t_{f.name}" for f in schema.fields}
+    typed = typed.select(
+        "value", "key", "offset", "ingest_time",
+        *(F.when(F.col("_accepted"), fast_cols[f.name]).otherwise(_typed(f, text[f.name])).alias(typed_names[f.name])
+          for f in schema.fields),
+        reason.alias("_reason"),
+    )
+    events = typed.where(F.col("_reason").isNull()).select(
         *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
     )
-    dead_letters = checked.where(F.col("_reason").isNotNull()).select(
+    dead_letters = typed.where(F.col("_reason").isNotNull()).select(
         F.col("value").alias("payload"), F.col("_reason").alias("reason"), "ingest_time", "key", "offset"
     )
     return Decoded(events=events, dead_letters=dead_letters)
