@@ -58,17 +58,14 @@ def _tree_pids(root: int) -> list[int]:
     return pids
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds used so far by ``pids`` (0 for those gone)."""
-    ticks = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            continue
-    return ticks / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds used so far by ``pid`` (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 class CpuMeter:
@@ -79,13 +76,15 @@ class CpuMeter:
 
     def __enter__(self) -> "CpuMeter":
         self.pids = _tree_pids(os.getpid()) + ([self.redis_pid] if self.redis_pid else [])
-        self.before = {pid: cpu_seconds([pid]) for pid in self.pids}
+        self.before = {pid: cpu_seconds(pid) or 0.0 for pid in self.pids}
         return self
 
     def __exit__(self, *exc) -> None:
         pids = set(_tree_pids(os.getpid())) | set(self.pids)
-        # workers started during the block count in full; those gone since are lost (few: workers are reused)
-        self.seconds = sum(cpu_seconds([pid]) - self.before.get(pid, 0.0) for pid in pids)
+        # Workers started during the block count in full; those gone since are left out (their time is
+        # lost, few: workers are reused) rather than counted as negative time.
+        after = {pid: cpu_seconds(pid) for pid in pids}
+        self.seconds = sum(now - self.before.get(pid, 0.0) for pid, now in after.items() if now is not None)
 
 
 def _run(query, events: int) -> dict:

@@ -24,6 +24,9 @@ DEFAULT_CONF = {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.adaptive.enabled": "false",  # AQE does not apply to streaming and adds planning time
     "spark.driver.memory": "2g",
+    # Python workers (data sources, sinks) give the JVM 15 s by default to accept their connection;
+    # on a saturated machine that fails a query with "Python worker failed to connect back".
+    "spark.python.authenticate.socketTimeout": "120s",
 }
 
 #: Spark's generated code for wide projections (decode, the generator) can exceed HotSpot's
