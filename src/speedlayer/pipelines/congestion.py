@@ -2,7 +2,7 @@
 
 Meant for update mode (each batch rewrites only the zone-minutes it touched, like DStream's
 ``mapWithState``) or complete mode (each batch rewrites every zone-minute kept in state, like
-``updateStateByKey``); see docs/state.md for the cost of each.
+``updateStateByKey``); see docs/state-windows.md for the cost of each.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ new pings of that vehicle. A ping at or before the last one emitted is dropped a
 from __future__ import annotations
 
 import json
+import warnings
 from typing import Iterator
 
 import numpy as np
@@ -23,6 +24,10 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from speedlayer.pipelines.base import Params
+
+# PySpark 4.3's worker pads applyInPandasWithState's output with empty frames, which pandas 2.x
+# warns about on stderr once per batch; the warning is about PySpark's code, not ours.
+warnings.filterwarnings("ignore", message="The behavior of DataFrame concatenation with empty", category=FutureWarning)
 
 OUTPUT_SCHEMA = T.StructType([
     T.StructField("vehicle_id", T.StringType()),
