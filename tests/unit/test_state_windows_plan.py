@@ -28,6 +28,7 @@ def test_new_outputs_take_their_defaults_and_settings():
     ({"sinks": {"trips": "console:"}, "trip_gap": "2s"}, "--trip-gap 2s is shorter than --watermark 5s.*use --trip-gap 5s or more"),
     ({"sinks": {"trips": "console:"}, "output_mode": {"trips": "update"}}, "'trips' cannot be written in update mode: it fits append, complete"),
     ({"sinks": {"count-windows": "console:"}, "output_mode": {"*": "complete"}}, "'count-windows' cannot be written in complete mode"),
+    ({"sinks": {"count-windows": "console:"}, "output_mode": {"*": "update"}}, "'count-windows' cannot be written in update mode: it fits append"),
     ({"sinks": {"congestion": "parquet:out/c"}}, "sink parquet: takes append mode only, not update"),
     ({"sinks": {"trips": "console:"}, "trigger": "continuous:1s"}, "'trips' keeps state"),
 ])

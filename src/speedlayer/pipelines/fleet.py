@@ -143,7 +143,7 @@ FLEET = Job(
         "congestion": Output("congestion", "average speed per speed-limit zone per minute",
                              (UPDATE, COMPLETE, APPEND), UPDATE, True, ("window_start", "window_end", "zone_id")),
         "count-windows": Output("count-windows", "per-vehicle average speed over every --count-window pings",
-                                (APPEND, UPDATE), APPEND, True, ("vehicle_id", "window_index")),
+                                (APPEND,), APPEND, True, ("vehicle_id", "window_index")),
         # --- end state-windows ---
     },
     default_outputs=("windows", "alerts"),

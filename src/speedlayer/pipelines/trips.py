@@ -34,7 +34,7 @@ def trips(events: DataFrame, params: Params) -> DataFrame:
     )
     return session.select(
         "vehicle_id", "trip_start", "trip_end",
-        (F.unix_micros("trip_end") - F.unix_micros("trip_start")).cast("double").__truediv__(1e6).alias("duration_s"),
+        ((F.unix_micros("trip_end") - F.unix_micros("trip_start")) / 1e6).alias("duration_s"),
         "pings",
         path_length_km(F.col("path")).alias("distance_km"),
         "avg_speed_kmh", "max_speed_kmh",
