@@ -50,6 +50,10 @@ def run_command(
     slide: Optional[str] = typer.Option(None, "--slide", help="slide of the sliding windows (default 10s)"),
     sliding_window: Optional[str] = typer.Option(None, "--sliding-window", help="length of the sliding windows (default 1min)"),
     zones: Optional[str] = typer.Option(None, "--zones", help="speed-limit zones CSV (default: the built-in table)"),
+    # --- trips, count windows (state-windows) ---
+    trip_gap: Optional[str] = typer.Option(None, "--trip-gap", help="trips: a trip ends after this long without a ping (default 5min)"),
+    count_window: Optional[int] = typer.Option(None, "--count-window", help="count-windows: pings per window (default 20)"),
+    # --- end state-windows ---
     state_dir: Optional[str] = typer.Option(None, "--state-dir", help="checkpoints live here; a restart resumes from it"),
     duration: Optional[float] = typer.Option(None, "--duration", help="stop gracefully after this many seconds"),
     max_events: Optional[int] = typer.Option(None, "--max-events", help="process exactly N generated events, then exit"),
@@ -66,6 +70,7 @@ def run_command(
         "output_mode": output_modes(output_mode), "watermark": watermark, "window": window, "slide": slide,
         "sliding_window": sliding_window, "zones": zones, "state_dir": state_dir, "duration": duration,
         "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
+        "trip_gap": trip_gap, "count_window": count_window,  # state-windows
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
     from speedlayer.run_command import execute

@@ -41,6 +41,10 @@ class RunSettings(BaseModel):
     slide: str = "10s"
     sliding_window: str = "1min"
     zones: str | None = None
+    # --- trips, count windows (state-windows) ---
+    trip_gap: str = "5min"
+    count_window: int = 20
+    # --- end state-windows ---
     state_dir: str | None = None
     duration: float | None = Field(None, gt=0)
     max_events: int | None = Field(None, gt=0)

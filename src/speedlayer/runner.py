@@ -80,7 +80,15 @@ def _params(settings: RunSettings, continuous: bool) -> Params:
         watermark_ms=parse_duration(settings.watermark, "--watermark"),
         zones=settings.zones,
         continuous=continuous,
+        # --- trips, count windows (state-windows) ---
+        trip_gap_ms=positive_duration(settings.trip_gap, "--trip-gap"),
+        count_window=settings.count_window,
+        # --- end state-windows ---
     )
+    # --- count windows (state-windows) ---
+    if params.count_window <= 0:
+        raise ConfigError(f"--count-window must be a number of pings of at least 1 (got {params.count_window}): e.g. --count-window 20")
+    # --- end state-windows ---
     if params.slide_ms > params.sliding_window_ms:
         raise ConfigError(f"--slide {settings.slide} is longer than the sliding window {settings.sliding_window}: "
                           "the slide must be at most the window length")
@@ -173,6 +181,8 @@ def plan_run(settings: RunSettings) -> RunPlan:
                                   f"({sink.describe()}): give each its own")
             destinations[where] = name
         mode = _mode_for(output, sink, settings.output_mode, trigger.continuous, trigger.realtime)
+        if output.check is not None:  # settings only this output depends on (state-windows)
+            output.check(params)
         queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
                                  state_dir / "checkpoints" / name))
     source.check_plan([q.output.name for q in queries])

@@ -25,6 +25,10 @@ class Params:
     #: continuous mode keeps no state: no watermark, and re-sent events are not dropped
     continuous: bool = False
 
+    # --- trips, count windows (state-windows) ---
+    trip_gap_ms: int = 300_000  # a trip ends after this long without a ping of its vehicle
+    count_window: int = 20  # pings per count window
+
 
 @dataclass(frozen=True)
 class Output:
@@ -37,6 +41,8 @@ class Output:
     stateful: bool
     #: the columns that identify a row (upserting sinks key on them)
     key: tuple[str, ...] = ()
+    #: checks the settings this output depends on (raises ConfigError); the runner calls it for selected outputs
+    check: Callable[[Params], None] | None = None
 
 
 @dataclass(frozen=True)

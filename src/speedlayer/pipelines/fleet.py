@@ -95,14 +95,33 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
 
     >>> outputs = fleet_pipeline(decoded.events, Params())  # doctest: +SKIP
     >>> sorted(outputs)                                      # doctest: +SKIP
-    ['alerts', 'sliding', 'windows']
+    ['alerts', 'congestion', 'count-windows', 'sliding', 'trips', 'windows']
     """
     clean = drop_duplicate_events(with_watermark(events, params), params)
-    return {
+    outputs = {
         "windows": speed_windows(clean, params),
         "sliding": sliding_averages(clean, params),
         "alerts": overspeed_alerts(clean, params),
     }
+    # --- trips, congestion, count windows (state-windows) ---
+    from speedlayer.pipelines.congestion import zone_congestion
+    from speedlayer.pipelines.count_windows import count_windows
+    from speedlayer.pipelines.trips import trips
+
+    if not params.continuous:  # all three keep state
+        outputs.update({
+            "trips": trips(clean, params),
+            "congestion": zone_congestion(clean, params),
+            "count-windows": count_windows(clean, params),
+        })
+    # --- end state-windows ---
+    return outputs
+
+
+def _check_trip_gap(params: Params) -> None:  # state-windows
+    from speedlayer.pipelines.trips import check_trip_gap
+
+    check_trip_gap(params)
 
 
 FLEET = Job(
@@ -118,6 +137,14 @@ FLEET = Job(
         "alerts": Output("alerts", "events faster than their zone's speed limit",
                          (APPEND, UPDATE), APPEND, False, ("event_id",)),
         "dead-letters": DEAD_LETTERS,
+        # --- trips, congestion, count windows (state-windows) ---
+        "trips": Output("trips", "per-vehicle trips (session windows, --trip-gap): duration, distance, avg/max speed",
+                        (APPEND, COMPLETE), APPEND, True, ("vehicle_id", "trip_start"), check=_check_trip_gap),
+        "congestion": Output("congestion", "average speed per speed-limit zone per minute",
+                             (UPDATE, COMPLETE, APPEND), UPDATE, True, ("window_start", "window_end", "zone_id")),
+        "count-windows": Output("count-windows", "per-vehicle average speed over every --count-window pings",
+                                (APPEND,), APPEND, True, ("vehicle_id", "window_index")),
+        # --- end state-windows ---
     },
     default_outputs=("windows", "alerts"),
 )

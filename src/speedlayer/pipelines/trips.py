@@ -1,0 +1,52 @@
+"""Trips: session windows per vehicle, a trip ending after ``--trip-gap`` (5 min) without pings.
+
+The distance is the haversine length of the trip's path, computed in the JVM: the session
+collects its (time, lat, lon) points, sorts them by time and sums consecutive legs with
+higher-order functions, so the same function gives the same trip on a static DataFrame and on a
+stream (Spark's session windows take append and complete mode, not update).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from speedlayer.durations import format_duration, spark_interval
+from speedlayer.errors import ConfigError
+from speedlayer.geo import path_length_km
+from speedlayer.pipelines.base import Params
+
+
+def trips(events: DataFrame, params: Params) -> DataFrame:
+    """One row per trip: start, end (last ping), duration, pings, distance, average and max speed.
+
+    >>> trips(events_df, Params(trip_gap_ms=300_000)).columns  # doctest: +SKIP
+    ['vehicle_id', 'trip_start', 'trip_end', 'duration_s', 'pings', 'distance_km', 'avg_speed_kmh', 'max_speed_kmh']
+    """
+    session = events.groupBy(F.session_window("event_time", spark_interval(params.trip_gap_ms)), "vehicle_id").agg(
+        F.min("event_time").alias("trip_start"),
+        F.max("event_time").alias("trip_end"),
+        F.count(F.lit(1)).alias("pings"),
+        F.avg("speed_kmh").alias("avg_speed_kmh"),
+        F.max("speed_kmh").alias("max_speed_kmh"),
+        # Sorted by time, then position: a deterministic path whatever order the pings came in.
+        F.array_sort(F.collect_list(F.struct("event_time", "lat", "lon"))).alias("path"),
+    )
+    return session.select(
+        "vehicle_id", "trip_start", "trip_end",
+        ((F.unix_micros("trip_end") - F.unix_micros("trip_start")) / 1e6).alias("duration_s"),
+        "pings",
+        path_length_km(F.col("path")).alias("distance_km"),
+        "avg_speed_kmh", "max_speed_kmh",
+    )
+
+
+def check_trip_gap(params: Params) -> None:
+    """A trip gap shorter than the watermark is refused: the watermark is the event-time disorder the
+    job tolerates (pings' clocks jitter by that much), so a shorter pause is noise, not a stop."""
+    if params.trip_gap_ms < params.watermark_ms:
+        raise ConfigError(
+            f"--trip-gap {format_duration(params.trip_gap_ms)} is shorter than --watermark "
+            f"{format_duration(params.watermark_ms)}: a pause shorter than the event-time disorder the job tolerates "
+            f"would split trips; use --trip-gap {format_duration(params.watermark_ms)} or more (default 5min)"
+        )
