@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from speedlayer.bench.advice import fit_batch_cost
 from speedlayer.bench.feed import FilesFeed, SocketFeed, Template
-from speedlayer.bench.watch import LatencySink, SinkWatcher, Watched
+from speedlayer.bench.watch import LatencyParquetSink, LatencySink, SinkWatcher, Watched
 from speedlayer.config import RunSettings
 from speedlayer.durations import parse_duration
 from speedlayer.errors import ConfigError, SpeedlayerError
@@ -185,8 +185,14 @@ def support(cfg: LabConfig, output: str, mode: str, tmp: Path) -> str | None:
 
 
 def _start(spark, cfg: LabConfig, output: str, mode: str, uri: str, state_dir: Path, table: str) -> Run:
+    """A planned run of one output into a latency sink: memory, or Parquet under ``state_dir`` for
+    available-now (its scheduled runs resume from the checkpoint, which the memory sink cannot)."""
     plan = plan_run(_settings(cfg, output, mode, uri, state_dir))
-    plan.queries[0].sink = LatencySink(table, output, parse_duration(cfg.watermark))
+    watermark_ms = parse_duration(cfg.watermark)
+    if plan.trigger.kind == "available-now":
+        plan.queries[0].sink = LatencyParquetSink(state_dir / "out", output, watermark_ms)
+    else:
+        plan.queries[0].sink = LatencySink(table, output, watermark_ms)
     prepare_state(plan)
     return Run(spark, plan)
 
@@ -275,6 +281,8 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
         watcher.start()
         for r in runs:
             watcher.watch(r.queries[0])
+        if trigger.kind == "available-now":
+            watcher.watch_files(state / "out")
         py0, jvm0 = cpu.sample()
         feed.start()
         t_start = time.time()
@@ -298,14 +306,12 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
                 run = _start(spark, cfg, output, mode, feed.uri, state, f"bench_{index}_{k}")
                 runs.append(run)
                 run.start()
-                watcher.watch(run.queries[0])
                 run.wait()
                 next_run += cfg.schedule_s
             feed.stop()
             run = _start(spark, cfg, output, mode, feed.uri, state, f"bench_{index}_last")
             runs.append(run)
             run.start()
-            watcher.watch(run.queries[0])
             run.wait()
             time.sleep(0.2)  # the watcher's next polls
         else:

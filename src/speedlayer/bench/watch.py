@@ -10,6 +10,11 @@ interval plus one py4j round trip. Rows become visible in the memory sink when a
 
 Reading the sink goes through py4j to the JVM's ``MemorySink`` (``latestBatchId``,
 ``dataSinceBatch``), not through a Spark job, so watching does not take a core from the query.
+
+The memory sink cannot resume from a checkpoint, which a scheduled available-now run must do:
+there the output goes to ``LatencyParquetSink`` (speedlayer's Parquet sink, same single column)
+and the watcher follows the file sink's commit log (``_spark_metadata``: a batch's files count
+from the moment its log entry exists), reading the new files with pyarrow.
 """
 
 from __future__ import annotations
@@ -21,7 +26,11 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+import json
+from pathlib import Path
+
 from speedlayer.sinks.memory import MemorySink
+from speedlayer.sinks.parquet import ParquetSink
 from speedlayer.uris import parse_uri
 
 DUE = "_due_ms"
@@ -43,6 +52,34 @@ class LatencySink(MemorySink):
 
     def records(self, df: DataFrame, target) -> DataFrame:
         return df.select(due_column(self.output, self.watermark_ms).alias(DUE))
+
+
+class LatencyParquetSink(ParquetSink):
+    """``parquet:DIR`` keeping only each row's due time, for runs that resume from their checkpoint."""
+
+    def __init__(self, directory: Path, output: str, watermark_ms: int):
+        super().__init__(parse_uri(f"parquet://{Path(directory).resolve()}", "sink URI"))
+        self.output, self.watermark_ms = output, watermark_ms
+
+    def records(self, df: DataFrame, target) -> DataFrame:
+        return df.select(due_column(self.output, self.watermark_ms).alias(DUE))
+
+
+def committed_files(directory: Path) -> set[str]:
+    """Paths of the data files the file sink's commit log lists (plain and compacted entries)."""
+    log = Path(directory) / "_spark_metadata"
+    paths: set[str] = set()
+    if not log.is_dir():
+        return paths
+    for entry in log.iterdir():
+        if entry.name.startswith("."):
+            continue
+        try:
+            lines = entry.read_text().splitlines()[1:]  # the first line is the log version, "v1"
+        except OSError:
+            continue
+        paths.update(json.loads(line)["path"] for line in lines if line.strip())
+    return paths
 
 
 @dataclass
@@ -84,6 +121,7 @@ class SinkWatcher:
         self.poll_s, self.rss_every_s = poll_s, rss_every_s
         self.result = Watched()
         self._sinks: list[list] = []  # [jvm sink, last batch id seen]
+        self._dirs: dict[Path, set[str]] = {}  # file sink directory -> data files already read
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-watch", daemon=True)
@@ -93,6 +131,11 @@ class SinkWatcher:
         sink = query._jsq.streamingQuery().sink()
         with self._lock:
             self._sinks.append([sink, -1])
+
+    def watch_files(self, directory: Path) -> None:
+        """Follow a file sink's commit log (see the module docstring)."""
+        with self._lock:
+            self._dirs.setdefault(Path(directory), set())
 
     def start(self) -> None:
         self._thread.start()
@@ -117,6 +160,20 @@ class SinkWatcher:
             seen = time.time() * 1000
             rows = _parse_rows(sink.dataSinceBatch(last).mkString("\n"))
             entry[1] = batch
+            if rows:
+                self.result.samples.append(Sample(seen, rows))
+        for directory, read in list(self._dirs.items()):
+            new = committed_files(directory) - read
+            if not new:
+                continue
+            seen = time.time() * 1000
+            import pyarrow.parquet as pq
+
+            rows = []
+            for path in sorted(new):
+                rows += [v for v in pq.read_table(path.removeprefix("file:"), columns=[DUE]).column(DUE).to_pylist()
+                         if v is not None]
+            read.update(new)
             if rows:
                 self.result.samples.append(Sample(seen, rows))
 
