@@ -108,7 +108,7 @@ def produce_command(
 @app.command("bench")
 def bench_command(
     out_dir: str = typer.Option("bench-out", "--out", help="directory for bench.json and the PNG plots"),
-    quick: bool = typer.Option(False, "--quick", help="2 small rates, 5 s cells, 2 s windows: under 3 minutes on 2 idle cores"),
+    quick: bool = typer.Option(False, "--quick", help="2 small rates, 3 s cells, 2 s windows (meant to take under 3 minutes on 2 idle cores)"),
     output: Optional[List[str]] = typer.Option(None, "--output", help="windows | alerts (repeatable; default both)"),
     mode: Optional[List[str]] = typer.Option(None, "--mode", help="trigger to measure (repeatable; default: processing:0s, "
                                              "processing:100ms, processing:1s, processing:5s, available-now, continuous:1s, realtime:)"),

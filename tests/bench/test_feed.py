@@ -22,3 +22,18 @@ def test_feed_lines_decode_without_dead_letters_and_carry_their_creation_time(sp
 
 def test_watcher_parses_one_column_rows():
     assert _parse_rows("[12]\n[13]\n[null]\n") == [12, 13]
+
+
+def test_committed_files_reads_plain_and_compacted_log_entries(tmp_path):
+    import json
+
+    from speedlayer.bench.watch import committed_files
+
+    log = tmp_path / "_spark_metadata"
+    log.mkdir()
+    entry = lambda *paths: "v1\n" + "\n".join(json.dumps({"path": p, "size": 1}) for p in paths) + "\n"  # noqa: E731
+    (log / "0").write_text(entry("file:///out/a.parquet"))
+    (log / "9.compact").write_text(entry("file:///out/a.parquet", "file:///out/b.parquet"))
+    (log / ".10.tmp").write_text("half written")
+    assert committed_files(tmp_path) == {"file:///out/a.parquet", "file:///out/b.parquet"}
+    assert committed_files(tmp_path / "missing") == set()

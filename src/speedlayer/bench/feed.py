@@ -126,6 +126,7 @@ class Feed:
                     first = self.produced
                     self.write("".join(event_line(n, templates[n % count], stamp) for n in range(first, first + due)))
                     self.produced += due
+                self.cpu_s = time.thread_time() - cpu0  # kept current: the bench samples it mid-run
                 self._stop.wait(TICK_S)
         except BaseException as exc:  # noqa: BLE001 — reported by stop()
             self._error = exc

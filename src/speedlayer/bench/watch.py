@@ -196,5 +196,6 @@ class SinkWatcher:
             if now >= next_rss:
                 self.result.peak_rss_bytes = max(self.result.peak_rss_bytes, self._rss())
                 next_rss = now + self.rss_every_s
+            self.result.cpu_s = time.thread_time() - cpu0  # kept current: the bench samples it mid-run
             self._stop.wait(self.poll_s)
         self.result.cpu_s = time.thread_time() - cpu0
