@@ -105,6 +105,8 @@ class Cell:
     drained: bool | None = None
     #: the cell's whole wall time: query start, feeding, draining, stop
     wall_s: float = 0.0
+    #: available-now: how long each scheduled run took (start to stop)
+    run_s: list[float] = field(default_factory=list)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -345,8 +347,10 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
             cell.cpu_s_per_million_events = round(spark_cpu / counted * 1e6, 2)
             cell.jvm_cpu_s_per_million_events = round((jvm1 - jvm0) / counted * 1e6, 2)
         cell.peak_rss_mb = round(watched.peak_rss_bytes / 2**20, 1)
-        for r in runs:
-            cell.batches.extend(_batches(r))
+        if trigger.kind != "available-now":  # the files source counts files as input rows, not events
+            for r in runs:
+                cell.batches.extend(_batches(r))
+        cell.run_s = [round(x, 1) for x in run_s]
         flat = cell.slope is None or cell.slope < FLAT_SLOPE
         cell.drained = drained
         cell.kept_up = bool(cell.rows_measured and flat and drained and cell.produced_rate >= RATE_KEPT * rate)
