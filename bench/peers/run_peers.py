@@ -7,8 +7,9 @@
 The dataset is written once by ``speedlayer produce --to files:...`` (no duplicates, late or
 malformed events, so every engine's answer is the same exact set of windows). Each round runs
 every engine once, in order (speedlayer, plain PySpark, Python, Bytewax, Flink, speedlayer, ...),
-each in a fresh process: whole-process wall time and CPU time (user+sys of the process and its
-children, from ``resource.getrusage``), so start-up counts, as it does for a user. Each engine's
+each in a fresh process: whole-process wall time and CPU time (user+sys of the process from
+``resource.getrusage``, plus its descendants such as the JVM, sampled with psutil every 0.2 s
+until they end), so start-up counts, as it does for a user. Each engine's
 windows are checked equal to the plain-Python ones on every window the final watermark closed
 (newest event time minus 5 s: a Spark query in append mode emits only those). Results (medians,
 ratios to speedlayer) go to ``--out`` as JSON.
@@ -80,18 +81,43 @@ def run_engine(engine: str, dataset: Path, args: argparse.Namespace) -> dict[str
     tmp = Path(tempfile.mkdtemp(prefix=f"peer-{engine}-"))
     out = tmp / ("windows" if engine in ("speedlayer", "plain") else "windows.jsonl")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    logs = tmp / "log.txt"
     t0 = time.perf_counter()
-    done = subprocess.run(command(engine, dataset, out, tmp, args), cwd=ROOT, capture_output=True, text=True)
+    with open(logs, "w") as log:
+        proc = subprocess.Popen(command(engine, dataset, out, tmp, args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        descendants = watch_descendants(proc)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
-        if done.returncode != 0:
-            return {"engine": engine, "ok": False, "error": (done.stderr or done.stdout)[-2000:], "wall_s": wall}
+        if proc.returncode != 0:
+            return {"engine": engine, "ok": False, "error": logs.read_text()[-2000:], "wall_s": wall}
         windows = read_windows(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return {"engine": engine, "ok": True, "wall_s": wall,
-            "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), "windows": windows}
+    child = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"engine": engine, "ok": True, "wall_s": wall, "cpu_s": child + descendants, "cpu_child_s": child,
+            "cpu_descendants_s": descendants, "windows": windows}
+
+
+def watch_descendants(proc: subprocess.Popen, every_s: float = 0.2) -> float:
+    """Wait for ``proc``; return the CPU seconds of its descendants (a JVM that its child never
+    waited for is not in ``RUSAGE_CHILDREN``), from their last sample before they ended."""
+    import psutil
+
+    last: dict[int, float] = {}
+    root = psutil.Process(proc.pid)
+    while proc.poll() is None:
+        try:
+            for p in root.children(recursive=True):
+                try:
+                    t = p.cpu_times()
+                    last[p.pid] = t.user + t.system
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        time.sleep(every_s)
+    return sum(last.values())
 
 
 def read_windows(out: Path) -> dict[tuple[int, str], tuple]:

@@ -86,14 +86,15 @@ def plot_latency(results: dict[str, Any], path: Path) -> Path:
         for mode in dict.fromkeys(c["mode"] for c in cells):
             pts = sorted((c["produced_rate"], c["p99_ms"], c["p50_ms"], c["kept_up"]) for c in cells if c["mode"] == mode)
             (line,) = ax.plot([p[0] for p in pts], [max(p[1], 0.1) for p in pts], marker="o", label=f"{mode} p99")
-            ax.plot([p[0] for p in pts], [max(p[2], 0.1) for p in pts], linestyle=":", color=line.get_color())
+            ax.plot([p[0] for p in pts], [max(p[2], 0.1) for p in pts], linestyle=":", marker="v", markersize=4,
+                    color=line.get_color())
             for p in pts:
                 if not p[3]:
                     ax.plot(p[0], max(p[1], 0.1), marker="x", color="black", markersize=9)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("events/s fed")
-        ax.set_ylabel("end-to-end latency, ms (p99 solid, p50 dotted)")
+        ax.set_ylabel("end-to-end latency, ms (p99 solid, p50 dotted ▽)")
         ax.set_title(f"fleet {output}" + (" (emit latency: commit - window end - watermark)" if output == "windows" else ""),
                      fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
