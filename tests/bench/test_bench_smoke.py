@@ -55,3 +55,20 @@ def test_bench_and_advise_refuse_bad_options(capsys):
         assert exit_info.value.code == 2, argv
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and match in lines[0], (argv, err)
+
+
+@pytest.mark.parametrize("batches,expect", [
+    ([[5000, 470], [20000, 530], [60000, 690]], "maxRecordsPerTrigger="),  # 450 ms + 4 µs/event
+    ([[5000, 700], [20000, 690]], "no maxRecordsPerTrigger"),  # a noisy fit: no cost per event
+])
+def test_advise_from_a_bench_json_prints_a_trigger_and_the_modes(capsys, tmp_path, batches, expect):
+    from speedlayer.cli import main
+
+    results = {"cells": [{"output": "windows", "batches": batches}]}
+    (tmp_path / "bench.json").write_text(json.dumps(results))
+    main(["advise", "--rate", "20000", "--latency", "5s", "--from", str(tmp_path / "bench.json"), "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "--trigger processing:" in out and expect in out
+    for mode in ("micro-batch", "continuous:1s", "realtime", "available-now"):
+        assert mode in out
+    assert (tmp_path / "batch_time_vs_size.png").read_bytes()[:4] == b"\x89PNG"

@@ -90,3 +90,9 @@ def test_lab_config_refuses_bad_settings(change, match):
 
     with pytest.raises(ConfigError, match=match):
         dataclasses.replace(LabConfig(), **change).check()
+
+
+def test_a_fit_without_per_event_cost_still_gives_an_interval_but_no_cap():
+    advice = recommend(BatchCost(fixed_ms=700, per_event_us=0.0, points=4), rate=20_000, headroom=0.7)
+    assert advice.interval_ms == 1000 and advice.max_records_per_trigger is None
+    assert math.isinf(advice.capacity_rate)

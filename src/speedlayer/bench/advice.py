@@ -66,7 +66,7 @@ def round_up_interval(ms: float) -> int:
     >>> round_up_interval(130), round_up_interval(1200), round_up_interval(5200)
     (200, 1500, 6000)
     """
-    ms = max(ms, 1.0)
+    ms = max(round(ms, 6), 1.0)  # 700 / 0.7 is 1000.0000000000001 in floating point: still 1 s
     for upper, step in _GRID:
         if ms <= upper:
             return int(math.ceil(ms / step) * step)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 import time
@@ -120,11 +121,18 @@ def execute_advise(rate: int, latency_ms: int | None, output: str, headroom: flo
     if advice.problem:
         console.print(f"no micro-batch interval keeps up: {advice.problem}", soft_wrap=True)
     else:
+        if cost.per_event_us == 0:
+            errors.print("note: the fitted cost per event is zero (bigger batches were not slower): the measurement "
+                         "is too noisy, e.g. on a loaded machine; measure again with sizes further apart",
+                         soft_wrap=True)
+        cap = (f"maxRecordsPerTrigger={advice.max_records_per_trigger:,}" if advice.max_records_per_trigger
+               else "no maxRecordsPerTrigger (no per-event cost to bound a batch by)")
         console.print(
             f"for {rate:,} events/s with {headroom:.0%} headroom: --trigger {advice.trigger} and "
-            f"maxRecordsPerTrigger={advice.max_records_per_trigger:,} (a batch of {advice.batch_events:,} events takes "
+            f"{cap} (a batch of {advice.batch_events:,} events takes "
             f"~{advice.batch_ms:,.0f} ms of its {advice.interval_ms:,} ms; worst-case latency ~{advice.worst_latency_ms:,.0f} ms); "
-            f"capacity at this headroom ~{advice.capacity_rate:,.0f} events/s", soft_wrap=True)
+            + (f"capacity at this headroom ~{advice.capacity_rate:,.0f} events/s" if math.isfinite(advice.capacity_rate)
+               else "capacity unknown"), soft_wrap=True)
     console.print(advice_table(advice))
     if out_dir is not None:
         from speedlayer.bench.report import BATCH_PLOT, plot_batches
