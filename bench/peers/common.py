@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 WINDOW_MS = 10_000

@@ -149,7 +149,7 @@ def compare(windows: dict, reference: dict, closed_ms: int) -> dict[str, Any]:
     a, b = closed(windows), closed(reference)
     differing = [k for k in set(a) | set(b) if a.get(k) != b.get(k)]
     return {"closed_windows": len(b), "equal": not differing, "differing": len(differing),
-            "example": [str(k), a.get(differing[0]), b.get(differing[0])] if differing else None}
+            "example": [str(differing[0]), a.get(differing[0]), b.get(differing[0])] if differing else None}
 
 
 def main() -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -440,6 +439,3 @@ def batch_points(results: dict[str, Any], output: str | None = None) -> list[tup
     """(input rows, ms) of every measured micro-batch in a results dict, optionally of one output."""
     return [tuple(b) for c in results["cells"] if output in (None, c["output"]) for b in c["batches"]]
 
-
-def median_or_none(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
