@@ -22,6 +22,7 @@ from speedlayer.config import RunSettings
 from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
+from speedlayer.monitor.metrics import observe_latency
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import OUTPUT_MODES, Job, Output, Params
@@ -219,7 +220,12 @@ def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
     decoded = decode(raw, plan.job.schema)
     if output == "dead-letters":
         return decoded.dead_letters
-    return plan.job.pipeline(decoded.events, plan.params)[output]
+    events = decoded.events
+    if not batch and not (plan.trigger.continuous or plan.trigger.realtime):
+        # Latency and dead-letter counts come from this observation (see monitor/metrics.py);
+        # Spark computes it inside each micro-batch. Its modes of long-running tasks have no batches.
+        events = observe_latency(events, plan.job.schema.time_field)
+    return plan.job.pipeline(events, plan.params)[output]
 
 
 @dataclass
@@ -262,8 +268,11 @@ class Run:
 
     def __init__(self, spark, plan: RunPlan, on_started: Callable[["Run"], None] | None = None):
         self.spark, self.plan = spark, plan
-        self.tracker = ProgressTracker()
+        interval = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
+        self.tracker = ProgressTracker(interval, plan.source.lag)
         self.queries: list[Any] = []
+        #: queries that serve views (the dashboard's feed), stopped with the run, never waited for
+        self.side_queries: list[Any] = []
         self.stop_requested = threading.Event()
         self.force_stop = threading.Event()
         self._started_at = 0.0
@@ -368,6 +377,11 @@ class Run:
         stopped right after its in-flight batch finishes; a batch interrupted while it is being
         planned is re-run on restart from the checkpoint.
         """
+        for side in self.side_queries:
+            try:
+                side.stop()
+            except Exception:  # noqa: BLE001 — a view's query never holds up the stop
+                pass
         pending = {}
         for query in self.queries:
             if query.isActive and (self.plan.trigger.continuous or self.plan.trigger.realtime):
