@@ -61,8 +61,11 @@ def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, sche
     return F.coalesce(*checks)
 
 
-def decode(raw: DataFrame, schema: EventSchema) -> Decoded:
+def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None) -> Decoded:
     """Split a RAW DataFrame into typed events and dead letters.
+
+    With ``observe``, a Spark observation of that name counts both sides and the event/ingest
+    times of each micro-batch (``speedlayer.monitor.metrics.observation``) for the progress report.
 
     >>> decoded = decode(raw_df, VEHICLE_EVENT)          # doctest: +SKIP
     >>> decoded.events.columns                            # doctest: +SKIP
@@ -84,6 +87,11 @@ def decode(raw: DataFrame, schema: EventSchema) -> Decoded:
           for f in schema.fields),
     )
     checked = typed.select("*", reason.alias("_reason"))
+    if observe:
+        from speedlayer.monitor.metrics import observation
+
+        checked = checked.observe(observe, *observation(F.col("_reason").isNull(), F.col(typed_names[schema.time_field]),
+                                                        F.col("ingest_time")))
     events = checked.where(F.col("_reason").isNull()).select(
         *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
     )

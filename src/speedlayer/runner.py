@@ -22,7 +22,7 @@ from speedlayer.config import RunSettings
 from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
-from speedlayer.monitor.metrics import observe_latency
+from speedlayer.monitor.metrics import OBSERVATION
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import OUTPUT_MODES, Job, Output, Params
@@ -217,15 +217,13 @@ def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
     """The DataFrame of one output: a stream, or with ``batch=True`` the same function on a static read."""
     max_events = plan.settings.max_events
     raw = plan.source.read_batch(spark, max_events) if batch else plan.source.read_stream(spark, max_events)
-    decoded = decode(raw, plan.job.schema)
+    # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
+    # computes inside each micro-batch; continuous and real-time mode have no such batches.
+    observed = not batch and not (plan.trigger.continuous or plan.trigger.realtime)
+    decoded = decode(raw, plan.job.schema, observe=OBSERVATION if observed else None)
     if output == "dead-letters":
         return decoded.dead_letters
-    events = decoded.events
-    if not batch and not (plan.trigger.continuous or plan.trigger.realtime):
-        # Latency and dead-letter counts come from this observation (see monitor/metrics.py);
-        # Spark computes it inside each micro-batch. Its modes of long-running tasks have no batches.
-        events = observe_latency(events, plan.job.schema.time_field)
-    return plan.job.pipeline(events, plan.params)[output]
+    return plan.job.pipeline(decoded.events, plan.params)[output]
 
 
 @dataclass

@@ -21,7 +21,7 @@ def test_one_batch_gives_latency_phases_state_and_drops():
     assert m.latency_ms["event"] == {"p50": 2600, "p95": 5600, "p99": 6400}
     assert m.latency_ms["ingest"] == {"p50": 1800, "p95": 4700, "p99": 5500}
     assert m.phases_ms["addBatch"] == 1200 and "triggerExecution" not in m.phases_ms
-    assert m.dead_letters == 20  # read but not decoded
+    assert m.dead_letters == 20
     assert (m.dropped_by_watermark, m.duplicates_removed, m.output_rows) == (10, 95, 250)
     assert [(op.name, op.rows, op.memory_bytes) for op in m.state] == [
         ("stateStoreSave", 1500, 524288), ("dedupeWithinWatermark", 20000, 2097152)]

@@ -1,9 +1,10 @@
 """Per-batch metrics of a streaming query, derived from Spark's progress report alone.
 
 Spark reports after every micro-batch (``StreamingQueryProgress``): rows, rates, ``durationMs``
-parts, watermark, state operators and the query's *observed metrics*. The runner adds one
-observation to every query (``observe_latency``), computed by Spark inside the batch itself: the
-count and the percentiles of event time and ingest time of the events the batch read. Latency is
+parts, watermark, state operators and the query's *observed metrics*. The runner has decode add
+one observation to every micro-batch query (``observation``), computed by Spark inside the batch
+itself: rows refused, events accepted, and the percentiles of event and ingest time of the events
+the batch read. Latency is
 then ``batch end - event time``, where *batch end* is the trigger start plus ``triggerExecution``,
 a moment after the sink has committed the batch and Spark has written its commit log. So:
 
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 #: the name of the observation the runner adds to every micro-batch query
@@ -37,25 +38,24 @@ QUANTILES = {"p50": 0.5, "p95": 0.05, "p99": 0.01}
 DEDUP_OPERATORS = ("dedupe", "dedupeWithinWatermark")
 
 
-def observe_latency(events: DataFrame, time_field: str, ingest_field: str = "ingest_time") -> DataFrame:
-    """Attach the observation that latency is computed from (count, percentiles, newest event time).
+def observation(valid: Column, event_time: Column, ingest_time: Column) -> list[Column]:
+    """The aggregates of the observation the runner asks decode to attach (see ``decode(observe=...)``):
+    rows refused, events accepted, percentiles of their event and ingest time, newest event time.
 
-    Observed metrics are computed by Spark while it runs the batch (no extra job) and arrive in
-    the progress report under ``observedMetrics``.
-
-    >>> events = observe_latency(decoded.events, "event_time")  # doctest: +SKIP
+    Observed metrics are computed by Spark while it runs the batch (no extra job) and arrive in the
+    progress report under ``observedMetrics``.
     """
-    def quantiles(column: str) -> Column:
+    def quantiles(column: Column) -> Column:
         probs = F.array(*(F.lit(q) for q in QUANTILES.values()))
-        return F.percentile_approx(F.unix_millis(F.col(column)), probs, 1000)
+        return F.percentile_approx(F.when(valid, F.unix_millis(column)), probs, 1000)
 
-    return events.observe(
-        OBSERVATION,
-        F.count(F.lit(1)).alias("events"),
-        quantiles(time_field).alias("event_ms"),
-        quantiles(ingest_field).alias("ingest_ms"),
-        F.max(F.unix_millis(F.col(time_field))).alias("max_event_ms"),
-    )
+    return [
+        F.count_if(valid).alias("events"),
+        F.count_if(~valid).alias("dead_letters"),
+        quantiles(event_time).alias("event_ms"),
+        quantiles(ingest_time).alias("ingest_ms"),
+        F.max(F.when(valid, F.unix_millis(event_time))).alias("max_event_ms"),
+    ]
 
 
 @dataclass
@@ -90,7 +90,7 @@ class BatchMetrics:
     #: newest event time read so far minus the watermark
     watermark_lag_ms: int | None = None
     events: int | None = None
-    #: rows of the batch that decode refused (input rows - decoded events), when observed
+    #: rows of the batch that decode refused, when observed
     dead_letters: int | None = None
     output_rows: int | None = None
     state: list[StateOperator] = field(default_factory=list)
@@ -182,7 +182,7 @@ def batch_metrics(progress: dict[str, Any], previous: BatchMetrics | None = None
     newest = max_event_ms
     if observed:
         m.events = int(observed.get("events") or 0)
-        m.dead_letters = max(0, m.input_rows - m.events)
+        m.dead_letters = int(observed.get("dead_letters") or 0)
         if observed.get("max_event_ms") is not None:
             newest = max(newest or 0, int(observed["max_event_ms"]))
         for since in ("event", "ingest"):

@@ -30,7 +30,10 @@ function kpis(s) {
   const box = $("#kpis"); box.replaceChildren();
   const q = s.queries.find(q => q.name === selected) || s.queries[0];
   const m = (q && q.latest) || {};
-  const lat = (m.latency_ms && m.latency_ms.event) || {};
+  // the newest batch that read events (a bounded run ends with empty batches)
+  const withEvents = q ? q.series.latency_event_p50.map((v, i) => (v == null ? -1 : i)).filter(i => i >= 0) : [];
+  const at = withEvents.length ? withEvents[withEvents.length - 1] : -1;
+  const lat = at < 0 ? {} : Object.fromEntries(["p50", "p95", "p99"].map(p => [p, q.series[`latency_event_${p}`][at]]));
   const total = k => s.queries.reduce((n, q) => Math.max(n, (q.totals || {})[k] || 0), 0);
   const items = [
     ["input rows/s", num(m.input_rate)], ["processed rows/s", num(m.processing_rate)],
