@@ -27,8 +27,8 @@ from tests.helpers import batch_output
 from tests.servers import unavailable
 
 CHROMIUM = "/usr/bin/chromium"
-SOURCE = "generator://?rate=1500&vehicles=400&seed=11&partitions=2"
-MAX_EVENTS = 15_000
+SOURCE = "generator://?rate=2000&vehicles=400&seed=11&partitions=2"
+MAX_EVENTS = 10_000
 
 
 def scrape(url: str) -> dict:

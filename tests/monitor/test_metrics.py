@@ -76,3 +76,28 @@ def test_prometheus_text_parses_with_labels_by_job_and_query():
     assert value("speedlayer_state_rows", operator="1:dedupeWithinWatermark") == 20000
     assert value("speedlayer_duplicates_removed", query="fleet_windows") == 95
     assert value("speedlayer_batch_duration_seconds", le="2.5") == 1  # 1.6 s falls in the 2.5 s bucket
+
+
+def test_latency_stays_that_of_the_newest_batch_with_events():
+    tracker = ProgressTracker()
+    for p in RECORDED:  # the second batch read nothing
+        tracker.record(p)
+    families = {f.name: f for f in text_string_to_metric_families(generate_latest(metrics_registry("fleet", tracker)).decode())}
+    p99 = [s.value for s in families["speedlayer_latency_seconds"].samples if s.labels["quantile"] == "0.99"
+           and s.labels["since"] == "event"]
+    assert p99 == [6.4]
+
+
+def test_terminal_view_shows_rates_and_latency(tmp_path):
+    from rich.console import Console
+
+    from speedlayer.config import RunSettings
+    from speedlayer.monitor.view import rates_table
+    from speedlayer.runner import Run, plan_run
+
+    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}, state_dir=str(tmp_path))))
+    run.tracker.record(RECORDED[0])
+    console = Console(record=True, width=200)
+    console.print(rates_table(run))
+    text = console.export_text()
+    assert "2,000" in text and "6,250" in text and "2,600ms / 5,600ms / 6,400ms" in text

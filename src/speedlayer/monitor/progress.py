@@ -53,9 +53,17 @@ class QueryProgress:
     terminated: bool = False
     error: str | None = None
 
+    #: the newest batch that read events (a bounded or idle stream ends with empty batches)
+    last_with_events: BatchMetrics | None = None
+
     @property
     def latest(self) -> BatchMetrics | None:
         return self.metrics[-1] if self.metrics else None
+
+    @property
+    def latency_ms(self) -> dict[str, dict[str, int]]:
+        """Latency percentiles of the newest batch that read events ({} before any)."""
+        return self.last_with_events.latency_ms if self.last_with_events is not None else {}
 
 
 class ProgressTracker(StreamingQueryListener):
@@ -131,6 +139,8 @@ class ProgressTracker(StreamingQueryListener):
             q.max_event_ms = m.max_event_ms
             q.history.append(progress)
             q.metrics.append(m)
+            if m.latency_ms:
+                q.last_with_events = m
             q.totals["output_rows"] += m.output_rows or 0
             q.totals["dropped_by_watermark"] += m.dropped_by_watermark
             q.totals["duplicates_removed"] += m.duplicates_removed

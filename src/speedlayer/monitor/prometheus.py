@@ -50,7 +50,7 @@ class RunCollector(Collector):
         processing_rate = gauge("processed_rows_per_second", "processing rate of the last batch")
         phase = gauge("batch_phase_seconds", "time of each part of the last batch (Spark's durationMs)", ("phase",))
         delay = gauge("scheduling_delay_seconds", "how late the last trigger started against its schedule")
-        latency = gauge("latency_seconds", "end-to-end latency of the last batch's events up to its commit",
+        latency = gauge("latency_seconds", "end-to-end latency of the newest batch's events up to its commit",
                         ("since", "quantile"))
         watermark = gauge("watermark_timestamp_seconds", "event-time watermark (epoch seconds)")
         lag = gauge("watermark_lag_seconds", "newest event time seen minus the watermark")
@@ -82,7 +82,7 @@ class RunCollector(Collector):
                 phase.add_metric(labels + [part], ms / 1000)
             if m.scheduling_delay_ms is not None:
                 delay.add_metric(labels, m.scheduling_delay_ms / 1000)
-            for since, values in m.latency_ms.items():
+            for since, values in q.latency_ms.items():
                 for quantile, ms in values.items():
                     latency.add_metric(labels + [since, QUANTILE_LABELS[quantile]], ms / 1000)
             if m.watermark_ms is not None:

@@ -65,6 +65,13 @@ def start_tap(run: "Run", feed: ResultsFeed) -> Any | None:
              and f.kind == "double"]
 
     def collect(batch, batch_id: int) -> None:
+        try:
+            show(batch, batch_id)
+        except Exception as exc:  # noqa: BLE001 — the tap skips a batch rather than fail (or stop the run)
+            if not run.stop_requested.is_set() and "InterruptedException" not in str(exc):
+                log.warning("speedlayer: the dashboard's tap skipped batch %s: %s", batch_id, " ".join(str(exc).split())[:300])
+
+    def show(batch, batch_id: int) -> None:
         batch.persist()
         try:
             if has_positions:

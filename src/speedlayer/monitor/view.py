@@ -34,7 +34,7 @@ def rates_table(run: "Run") -> Table:
     for qp in run.plan.queries:
         p = progress.get(qp.name)
         m = p.latest if p else None
-        latency = (m.latency_ms.get("event") if m else None) or {}
+        latency = (p.latency_ms.get("event") if p else None) or {}
         table.add_row(
             qp.output.name, qp.sink.describe(), qp.mode,
             str(p.batches) if p else "0",
