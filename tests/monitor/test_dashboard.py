@@ -90,3 +90,14 @@ def test_cli_refuses_a_chosen_dashboard_port_in_use_before_spark_starts(capsys):
     assert exit_info.value.code == 2
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith("note:")]
     assert len(lines) == 1 and "is in use: choose another --dashboard-port" in lines[0]
+
+
+def test_a_failing_page_request_is_a_500_and_the_server_goes_on(served):
+    def broken():
+        raise RuntimeError("boom")
+
+    served._state = broken
+    with pytest.raises(urllib.error.HTTPError) as failed:
+        get(served.url + "/api/state")
+    assert failed.value.code == 500
+    assert get(served.url + "/metrics")[0] == 200
