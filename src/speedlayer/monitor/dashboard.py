@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from speedlayer.errors import ConfigError
 from speedlayer.monitor.feed import ResultsFeed
+from speedlayer.monitor.progress import DURATION_BUCKETS
 from speedlayer.monitor.prometheus import metrics_registry
 from speedlayer.uris import mask_secrets
 
@@ -105,7 +106,7 @@ def run_state(run: "Run", feed: ResultsFeed | None, zones: list | None = None) -
             "batches": t.batches if t else 0, "input_rows": t.input_rows if t else 0,
             "watermark": t.watermark if t else None, "totals": dict(t.totals) if t else {},
             "latest": latest, "series": _series(run.tracker.series(qp.name)[-SERIES:]),
-            "duration_hist": {"buckets": [b if b != float("inf") else None for b in _buckets()],
+            "duration_hist": {"buckets": [b if b != float("inf") else None for b in DURATION_BUCKETS],
                               "counts": list(t.duration_counts) if t else []},
         })
     state = {
@@ -119,12 +120,6 @@ def run_state(run: "Run", feed: ResultsFeed | None, zones: list | None = None) -
     state.update(feed.snapshot() if feed is not None else {"latest": {}, "feeds": {}, "positions": []})
     state["zones"] = zones or []
     return state
-
-
-def _buckets():
-    from speedlayer.monitor.progress import DURATION_BUCKETS
-
-    return DURATION_BUCKETS
 
 
 class _Handler(BaseHTTPRequestHandler):
