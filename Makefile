@@ -19,13 +19,21 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-## run: the flagship fleet job on the built-in generator, with a live view (Ctrl-C stops it)
+## run: the flagship fleet job on the built-in generator, with a live view and the dashboard (Ctrl-C stops it)
 run: $(VENV)/.installed
-	$(VENV)/bin/speedlayer run fleet --source 'generator://?rate=5000&vehicles=2000&seed=7' $(ARGS)
+	$(VENV)/bin/speedlayer run fleet --source 'generator://?rate=5000&vehicles=2000&seed=7' --dashboard $(ARGS)
 
-## test: the whole suite
-test: $(VENV)/.installed-dev
+## test: the whole suite (installs Debian's chromium for the dashboard's browser test when missing)
+test: $(VENV)/.installed-dev chromium
 	$(PY) -m pytest $(ARGS)
+
+# The browser test drives Debian's Chromium through Playwright (Playwright's own browsers are never
+# downloaded). Root installs it directly; others through sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+.PHONY: chromium
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 ## bench: fleet throughput, speedlayer vs plain PySpark (see docs/benchmarks.md)
 bench: $(VENV)/.installed-dev

@@ -62,6 +62,10 @@ def run_command(
     conf: Optional[List[str]] = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
     config: Optional[str] = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
     live: Optional[bool] = typer.Option(None, "--live/--no-live", help="redraw a live view (default: on a terminal)"),
+    dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="serve the web dashboard and /metrics (default: with the live view)"),
+    dashboard_port: Optional[int] = typer.Option(None, "--dashboard-port", help="dashboard port (default 8765; a port given here must be free)"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address the dashboard and metrics bind to"),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="also serve Prometheus /metrics alone on this port"),
 ) -> None:
     """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
@@ -74,9 +78,15 @@ def run_command(
         "trip_gap": trip_gap, "count_window": count_window,  # state-windows
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
-    from speedlayer.run_command import execute
+    from speedlayer.run_command import Surfaces, execute
 
-    execute(settings, live=sys.stdout.isatty() if live is None else live, console=out, errors=err)
+    for flag, port in (("--dashboard-port", dashboard_port), ("--metrics-port", metrics_port)):
+        if port is not None and not 0 < port < 65536:
+            raise click.UsageError(f"{flag} {port} is not a port: give 1-65535")
+    live = sys.stdout.isatty() if live is None else live
+    wants_dashboard = (live or dashboard_port is not None) if dashboard is None else dashboard
+    surfaces = Surfaces(wants_dashboard, dashboard_port, host, metrics_port)
+    execute(settings, live=live, console=out, errors=err, surfaces=surfaces)
 
 
 @app.command("produce")
@@ -174,6 +184,43 @@ def advise_command(
 
     execute_advise(rate, latency_ms, output, headroom, Path(from_json) if from_json else None, sizes, batches,
                    window, watermark, master, Path(out_dir) if out_dir else None, out, err)
+
+
+@app.command("status")
+def status_command(
+    state_dir: str = typer.Option(..., "--state-dir", help="the --state-dir of a run (or one query's checkpoint)"),
+    operators: bool = typer.Option(True, "--operators/--no-operators", help="describe stateful operators with Spark's state-metadata source (starts Spark)"),
+) -> None:
+    """Each query's last committed batch, offsets and watermark, read from the checkpoints (running or stopped)."""
+    import tempfile
+    from pathlib import Path
+
+    from speedlayer.monitor.status import add_operators, compact, find_checkpoints, iso
+
+    statuses = find_checkpoints(Path(state_dir))
+    if operators and any(s.stateful for s in statuses):
+        from speedlayer.session import build_session, check_java
+
+        check_java()
+        spark = build_session("local[1]", {"spark.ui.enabled": "false"}, app_name="speedlayer-status",
+                              log_file=Path(tempfile.gettempdir()) / "speedlayer-status-spark.log")
+        try:
+            add_operators(spark, statuses)
+        finally:
+            spark.stop()
+    for s in statuses:
+        committed = "none" if s.last_committed is None else str(s.last_committed)
+        pending = f" (batch {s.last_planned} planned, not committed)" if s.last_planned != s.last_committed else ""
+        out.print(f"{s.name}: last committed batch {committed}{pending}, batch time {iso(s.batch_time_ms) or '-'}, "
+                  f"watermark {s.watermark or '-'}", soft_wrap=True, markup=False, highlight=False)
+        out.print(f"  offsets: {compact(s.offsets, 400) or '-'}", soft_wrap=True, markup=False, highlight=False)
+        for op in s.operators:
+            if "error" in op:
+                out.print(f"  state metadata unavailable: {op['error']}", soft_wrap=True, markup=False)
+            else:
+                out.print(f"  operator {op.get('operatorId')} {op.get('operatorName')} store {op.get('stateStoreName')}, "
+                          f"{op.get('numPartitions')} partitions, batches {op.get('minBatchId')}..{op.get('maxBatchId')}",
+                          soft_wrap=True, markup=False)
 
 
 @app.command("version")

@@ -92,8 +92,11 @@ def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column
     return ok
 
 
-def decode(raw: DataFrame, schema: EventSchema) -> Decoded:
+def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None) -> Decoded:
     """Split a RAW DataFrame into typed events and dead letters.
+
+    With ``observe``, a Spark observation of that name counts both sides and the event/ingest
+    times of each micro-batch (``speedlayer.monitor.metrics.observation``) for the progress report.
 
     >>> decoded = decode(raw_df, VEHICLE_EVENT)          # doctest: +SKIP
     >>> decoded.events.columns                            # doctest: +SKIP
@@ -125,16 +128,21 @@ def decode(raw: DataFrame, schema: EventSchema) -> Decoded:
     )
     reason = F.when(~F.col("_accepted"), slow_reason)
     typed_names = {f.name: f"_t_{f.name}" for f in schema.fields}
-    typed = typed.select(
+    checked = typed.select(
         "value", "key", "offset", "ingest_time",
         *(F.when(F.col("_accepted"), fast_cols[f.name]).otherwise(_typed(f, text[f.name])).alias(typed_names[f.name])
           for f in schema.fields),
         reason.alias("_reason"),
     )
-    events = typed.where(F.col("_reason").isNull()).select(
+    if observe:
+        from speedlayer.monitor.metrics import observation
+
+        checked = checked.observe(observe, *observation(F.col("_reason").isNull(), F.col(typed_names[schema.time_field]),
+                                                        F.col("ingest_time")))
+    events = checked.where(F.col("_reason").isNull()).select(
         *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
     )
-    dead_letters = typed.where(F.col("_reason").isNotNull()).select(
+    dead_letters = checked.where(F.col("_reason").isNotNull()).select(
         F.col("value").alias("payload"), F.col("_reason").alias("reason"), "ingest_time", "key", "offset"
     )
     return Decoded(events=events, dead_letters=dead_letters)

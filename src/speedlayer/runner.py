@@ -22,6 +22,7 @@ from speedlayer.config import RunSettings
 from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
+from speedlayer.monitor.metrics import OBSERVATION
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import OUTPUT_MODES, Job, Output, Params
@@ -226,7 +227,10 @@ def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
     """The DataFrame of one output: a stream, or with ``batch=True`` the same function on a static read."""
     max_events = plan.settings.max_events
     raw = plan.source.read_batch(spark, max_events) if batch else plan.source.read_stream(spark, max_events)
-    decoded = decode(raw, plan.job.schema)
+    # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
+    # computes inside each micro-batch; continuous and real-time mode have no such batches.
+    observed = not batch and not (plan.trigger.continuous or plan.trigger.realtime)
+    decoded = decode(raw, plan.job.schema, observe=OBSERVATION if observed else None)
     if output == "dead-letters":
         return decoded.dead_letters
     return plan.job.pipeline(decoded.events, plan.params)[output]
@@ -272,8 +276,11 @@ class Run:
 
     def __init__(self, spark, plan: RunPlan, on_started: Callable[["Run"], None] | None = None):
         self.spark, self.plan = spark, plan
-        self.tracker = ProgressTracker()
+        interval = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
+        self.tracker = ProgressTracker(interval, plan.source.lag)
         self.queries: list[Any] = []
+        #: queries that serve views (the dashboard's feed), stopped with the run, never waited for
+        self.side_queries: list[Any] = []
         self.stop_requested = threading.Event()
         self.force_stop = threading.Event()
         self._started_at = 0.0
@@ -380,6 +387,11 @@ class Run:
         stopped right after its in-flight batch finishes; a batch interrupted while it is being
         planned is re-run on restart from the checkpoint.
         """
+        for side in self.side_queries:
+            try:
+                side.stop()
+            except Exception:  # noqa: BLE001 — a view's query never holds up the stop
+                pass
         pending = {}
         for query in self.queries:
             if query.isActive and (self.plan.trigger.continuous or self.plan.trigger.realtime):

@@ -478,3 +478,19 @@ def test_data_path_auth_database_and_a_user_without_scripting():
         destination.close()
         shards = [read_values(f"redis://app@127.0.0.1:{server.port}/4", f"w:{i}", password="apw")[1] for i in (0, 1)]
         assert shards == [["a", "c"], ["b"]]
+
+
+def test_lag_counts_entries_added_beyond_the_end_offset(redis_url):
+    import redis
+
+    url, stream = redis_url
+    client = redis.Redis.from_url(url, decode_responses=True)
+    for key, count in ((f"{stream}:0", 7), (f"{stream}:1", 4)):
+        for i in range(count):
+            client.xadd(key, {"value": str(i)})
+    source = open_source(f"{url}?stream={stream}&shards=2")
+    end = {f"{stream}:0": {"id": "x", "seq": 5, "read": 5}, f"{stream}:1": {"id": "y", "seq": 4, "read": 4}}
+    assert source.lag({"endOffset": json.dumps(end)}) == 2
+    client.xadd(f"{stream}:1", {"value": "late"})
+    assert source.lag({"endOffset": end}) == 3
+    client.close()

@@ -1,14 +1,29 @@
-"""A StreamingQueryListener that keeps the latest progress of every query, for views and stop rules."""
+"""A StreamingQueryListener that keeps the progress of every query, for views, metrics and stop rules.
+
+Everything here is pushed by Spark's listener bus after each batch; nothing polls. Subscribers
+(``subscribe``) are called with each batch's ``BatchMetrics``; a failing subscriber is logged and
+never disturbs the run.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from pyspark.sql.streaming import StreamingQueryListener
+
+from speedlayer.monitor.metrics import BatchMetrics, batch_metrics
+
+log = logging.getLogger("speedlayer.monitor")
+
+#: batches of history kept per query (timelines and histograms)
+HISTORY = 240
+#: upper bounds (seconds) of the batch-duration histogram buckets
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, float("inf"))
 
 
 @dataclass
@@ -25,17 +40,50 @@ class QueryProgress:
     watermark: str | None = None
     sources: list[dict[str, Any]] = field(default_factory=list)
     history: deque = field(default_factory=lambda: deque(maxlen=120))
+    #: derived per-batch metrics, newest last
+    metrics: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+    #: running totals (Prometheus counters)
+    totals: dict[str, int] = field(default_factory=lambda: {
+        "output_rows": 0, "dropped_by_watermark": 0, "duplicates_removed": 0, "dead_letters": 0})
+    #: batch-duration histogram: counts per bucket of DURATION_BUCKETS, and the sum in seconds
+    duration_counts: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
+    duration_sum_s: float = 0.0
+    max_event_ms: int | None = None
     #: Spark has reported the query's end (every progress report of it has arrived before)
     terminated: bool = False
+    error: str | None = None
+
+    #: the newest batch that read events (a bounded or idle stream ends with empty batches)
+    last_with_events: BatchMetrics | None = None
+
+    @property
+    def latest(self) -> BatchMetrics | None:
+        return self.metrics[-1] if self.metrics else None
+
+    @property
+    def latency_ms(self) -> dict[str, dict[str, int]]:
+        """Latency percentiles of the newest batch that read events ({} before any)."""
+        return self.last_with_events.latency_ms if self.last_with_events is not None else {}
 
 
 class ProgressTracker(StreamingQueryListener):
-    """Collects ``onQueryProgress`` events per query name (thread-safe)."""
+    """Collects ``onQueryProgress`` events per query name (thread-safe).
 
-    def __init__(self) -> None:
+    ``interval_ms`` is the trigger interval (for the scheduling delay); ``source_lag`` turns one
+    entry of a progress report's ``sources`` into entries waiting beyond it (None when unknown).
+    """
+
+    def __init__(self, interval_ms: int = 0, source_lag: Callable[[dict], int | None] | None = None) -> None:
         self._lock = threading.Condition()
         self._queries: dict[str, QueryProgress] = {}
         self._names: dict[str, str] = {}  # query id -> name (the termination event carries no name)
+        self.interval_ms = interval_ms
+        self.source_lag = source_lag
+        self._subscribers: list[Callable[[BatchMetrics], None]] = []
+
+    def subscribe(self, callback: Callable[[BatchMetrics], None]) -> None:
+        """Call ``callback(metrics)`` after each batch of any query (on the listener's thread)."""
+        self._subscribers.append(callback)
 
     def onQueryStarted(self, event: Any) -> None:
         name = event.name or str(event.id)
@@ -54,6 +102,8 @@ class ProgressTracker(StreamingQueryListener):
             query = self._queries.get(self._names.get(str(event.id), str(event.id)))
             if query is not None:
                 query.terminated = True
+                if getattr(event, "exception", None):
+                    query.error = str(event.exception).strip().splitlines()[0][:400]
             self._lock.notify_all()
 
     def wait_terminated(self, names: list[str], timeout: float = 5.0) -> bool:
@@ -62,20 +112,48 @@ class ProgressTracker(StreamingQueryListener):
             return self._lock.wait_for(
                 lambda: all(q is None or q.terminated for q in map(self._queries.get, names)), timeout)
 
-    def record(self, progress: dict[str, Any]) -> None:
+    def _lag(self, sources: list[dict[str, Any]]) -> int | None:
+        if self.source_lag is None or not sources:
+            return None
+        try:
+            lags = [self.source_lag(s) for s in sources]
+        except Exception as exc:  # noqa: BLE001 — a metric must never stop the run
+            log.debug("source lag unavailable: %s", exc)
+            return None
+        return None if any(lag is None for lag in lags) else sum(lags)  # type: ignore[misc]
+
+    def record(self, progress: dict[str, Any]) -> BatchMetrics:
         """Take in one progress report (the JSON form of ``StreamingQueryProgress``)."""
         name = progress.get("name") or progress.get("id")
+        lag = self._lag(progress.get("sources") or [])
         with self._lock:
             q = self._queries.setdefault(name, QueryProgress(name))
+            m = batch_metrics(progress, q.latest, self.interval_ms, q.max_event_ms)
+            m.source_lag = lag
             q.batches += 1
-            q.last_batch_id = max(q.last_batch_id, int(progress.get("batchId", -1)))
-            q.input_rows += int(progress.get("numInputRows", 0))
-            q.input_rate = float(progress.get("inputRowsPerSecond") or 0.0)
-            q.processing_rate = float(progress.get("processedRowsPerSecond") or 0.0)
-            q.batch_ms = int((progress.get("durationMs") or {}).get("triggerExecution", 0))
+            q.last_batch_id = max(q.last_batch_id, m.batch_id)
+            q.input_rows += m.input_rows
+            q.input_rate, q.processing_rate, q.batch_ms = m.input_rate, m.processing_rate, m.batch_ms
             q.watermark = (progress.get("eventTime") or {}).get("watermark", q.watermark)
             q.sources = progress.get("sources") or []
+            q.max_event_ms = m.max_event_ms
             q.history.append(progress)
+            q.metrics.append(m)
+            if m.latency_ms:
+                q.last_with_events = m
+            q.totals["output_rows"] += m.output_rows or 0
+            q.totals["dropped_by_watermark"] += m.dropped_by_watermark
+            q.totals["duplicates_removed"] += m.duplicates_removed
+            q.totals["dead_letters"] += m.dead_letters or 0
+            seconds = m.batch_ms / 1000
+            q.duration_sum_s += seconds
+            q.duration_counts[next(i for i, b in enumerate(DURATION_BUCKETS) if seconds <= b)] += 1
+        for callback in list(self._subscribers):
+            try:
+                callback(m)
+            except Exception as exc:  # noqa: BLE001 — a view or exporter failing never stops the job
+                log.warning("speedlayer: a progress subscriber failed: %s", exc)
+        return m
 
     def get(self, name: str) -> QueryProgress | None:
         with self._lock:
@@ -84,3 +162,9 @@ class ProgressTracker(StreamingQueryListener):
     def snapshot(self) -> dict[str, QueryProgress]:
         with self._lock:
             return dict(self._queries)
+
+    def series(self, name: str) -> list[BatchMetrics]:
+        """A copy of the query's per-batch metrics, oldest first."""
+        with self._lock:
+            q = self._queries.get(name)
+            return list(q.metrics) if q else []

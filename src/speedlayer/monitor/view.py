@@ -17,21 +17,33 @@ if TYPE_CHECKING:
     from speedlayer.runner import Run
 
 
+def _ms(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:,.1f}s" if value >= 10_000 else f"{value:,}ms"
+
+
 def rates_table(run: "Run") -> Table:
-    """One row per query: batches, input and processing rates, last batch time, watermark."""
+    """One row per query: batches, rates, last batch time, latency p50/p95/p99, watermark and its lag."""
     table = Table(title="queries", title_justify="left", expand=False)
-    for column in ("output", "sink", "mode", "batches", "input rows/s", "processed rows/s", "batch ms", "watermark"):
-        table.add_column(column, justify="right" if "rows" in column or column in ("batches", "batch ms") else "left")
+    columns = ("output", "sink", "mode", "batches", "input rows/s", "processed rows/s", "batch",
+               "latency p50/p95/p99", "watermark", "wm lag")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("output", "sink", "mode", "watermark") else "right")
     progress = run.tracker.snapshot()
     for qp in run.plan.queries:
         p = progress.get(qp.name)
+        m = p.latest if p else None
+        latency = (p.latency_ms.get("event") if p else None) or {}
         table.add_row(
             qp.output.name, qp.sink.describe(), qp.mode,
             str(p.batches) if p else "0",
             f"{p.input_rate:,.0f}" if p else "-",
             f"{p.processing_rate:,.0f}" if p else "-",
-            str(p.batch_ms) if p else "-",
+            _ms(p.batch_ms) if p else "-",
+            " / ".join(_ms(latency.get(q)) for q in ("p50", "p95", "p99")) if latency else "-",
             (p.watermark or "-").replace("T", " ").removesuffix(".000Z") if p else "-",
+            _ms(m.watermark_lag_ms) if m else "-",
         )
     return table
 
@@ -46,6 +58,8 @@ class LiveView:
         self._run: Run | None = None
         self._live: Live | None = None
         self._started = time.monotonic()
+        #: shown in the header when the run serves a dashboard
+        self.dashboard_url: str | None = None
 
     def show_batch(self, view: BatchView) -> None:
         """Replace the rows shown for ``view.output`` (called from each console sink's batch)."""
@@ -59,6 +73,8 @@ class LiveView:
             elapsed = time.monotonic() - self._started
             header = (f"[b]{plan.job.name}[/b] · {plan.source.describe()} · trigger {plan.trigger} · "
                       f"{elapsed:,.0f}s · Ctrl-C stops after the current batch")
+            if self.dashboard_url:
+                header += f"\ndashboard [link={self.dashboard_url}]{self.dashboard_url}[/link]"
             parts.append(Panel(header, expand=False))
             parts.append(rates_table(self._run))
         with self._lock:

@@ -78,19 +78,23 @@ class ConsoleSink(Sink):
             return writer.format("console").option("numRows", self.rows).option("truncate", "false").start()
 
         def show(batch: DataFrame, batch_id: int) -> None:
-            # One Spark job per batch: the newest rows plus the batch's row count.
-            time_cols = [f.name for f in batch.schema.fields if f.dataType.typeName() == "timestamp"]
-            ordered = batch.orderBy(*(F.col(c).desc() for c in time_cols[-1:]))
-            counted = ordered.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
-            try:
-                rows = counted.limit(self.rows).collect()
-            except Exception as exc:  # noqa: BLE001 — a stop mid-batch must reach Spark short (see batches)
-                if interrupted(exc):
-                    raise RuntimeError(INTERRUPTED) from None
-                raise
-            total = rows[0]["__total"] if rows else 0
-            columns = batch.columns
-            self.display(BatchView(target.job, target.output, batch_id, columns,
-                                   [tuple(r[c] for c in columns) for r in rows], total))
+            self.display(newest_rows(batch, batch_id, target.job, target.output, self.rows))
 
         return writer.foreachBatch(show).start()
+
+
+def newest_rows(batch: DataFrame, batch_id: int, job: str, output: str, rows: int) -> BatchView:
+    """The newest ``rows`` of a micro-batch (by its last timestamp column) and its row count, in one
+    Spark job. Used by the console sink and the dashboard's feed."""
+    time_cols = [f.name for f in batch.schema.fields if f.dataType.typeName() == "timestamp"]
+    ordered = batch.orderBy(*(F.col(c).desc() for c in time_cols[-1:]))
+    counted = ordered.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
+    try:
+        found = counted.limit(rows).collect()
+    except Exception as exc:  # noqa: BLE001 — a stop mid-batch must reach Spark short (see batches)
+        if interrupted(exc):
+            raise RuntimeError(INTERRUPTED) from None
+        raise
+    total = found[0]["__total"] if found else 0
+    columns = batch.columns
+    return BatchView(job, output, batch_id, columns, [tuple(r[c] for c in columns) for r in found], total)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Mapping, MutableMapping
@@ -72,6 +73,37 @@ class Source(ABC):
 
     def events_read(self, progress_source: dict) -> int | None:
         """How many events a query has read, from one entry of its progress ``sources``; None if unknown."""
+        return None
+
+    def lag(self, progress_source: dict) -> int | None:
+        """Entries waiting in the source beyond the end of the batch just read (one entry of a
+        progress report's ``sources``); None where the source cannot tell. Called once per batch."""
+        return None
+
+
+def _offsets(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def offsets_behind(progress_source: dict) -> int | None:
+    """Sum of ``latestOffset - endOffset`` over partitions, for sources whose offsets are nested
+    ``{topic: {partition: offset}}`` (Kafka); None otherwise.
+
+    >>> offsets_behind({"endOffset": {"t": {"0": 5, "1": 7}}, "latestOffset": {"t": {"0": 9, "1": 7}}})
+    4
+    """
+    end, latest = _offsets(progress_source.get("endOffset")), _offsets(progress_source.get("latestOffset"))
+    if not isinstance(end, dict) or not isinstance(latest, dict):
+        return None
+    try:
+        return sum(max(0, int(off) - int(end[topic][part]))
+                   for topic, parts in latest.items() for part, off in parts.items())
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 

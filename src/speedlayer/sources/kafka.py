@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from speedlayer.errors import ConfigError, EnvironmentProblem, SourceError
-from speedlayer.sources.base import Source, snake_case_options
+from speedlayer.sources.base import Source, offsets_behind, snake_case_options
 from speedlayer.uris import Uri, parse_options
 
 DEFAULT_PORT = 9092
@@ -139,6 +139,10 @@ class KafkaSource(Source):
     scheme = "kafka"
     supports_continuous = True
     supports_realtime = True
+
+    def lag(self, progress_source: dict) -> int | None:
+        """Messages beyond the batch's end offsets, from the latest offsets Spark fetched."""
+        return offsets_behind(progress_source)
 
     def __init__(self, uri: Uri):
         super().__init__(uri)

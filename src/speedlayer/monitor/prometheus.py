@@ -1,0 +1,106 @@
+"""Prometheus metrics of a run, labelled by job and query, read from the progress tracker at scrape time.
+
+The tracker is filled by Spark's listener after each batch; a scrape only reads what it holds
+(nothing polls Spark). Counters are totals since the run started; gauges are the last batch's.
+
+>>> registry = metrics_registry(run)          # doctest: +SKIP
+>>> text = generate_latest(registry)          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from speedlayer.monitor.progress import DURATION_BUCKETS, ProgressTracker
+
+if TYPE_CHECKING:
+    from speedlayer.runner import Run
+
+PREFIX = "speedlayer"
+#: the ``quantile`` label of each latency percentile
+QUANTILE_LABELS = {"p50": "0.5", "p95": "0.95", "p99": "0.99"}
+
+
+class RunCollector(Collector):
+    """Yields the metric families of every query the tracker knows."""
+
+    def __init__(self, job: str, tracker: ProgressTracker):
+        self.job, self.tracker = job, tracker
+
+    def collect(self) -> Iterator[Metric]:
+        q_labels = ["job", "query"]
+
+        def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=q_labels + list(extra))
+
+        def counter(name: str, doc: str) -> CounterMetricFamily:
+            return CounterMetricFamily(f"{PREFIX}_{name}", doc, labels=q_labels)
+
+        batches = counter("batches", "micro-batches completed")
+        input_rows = counter("input_rows", "rows read from the source")
+        output_rows = counter("output_rows", "rows written to the sink (where Spark reports it)")
+        dropped = counter("rows_dropped_by_watermark", "rows dropped as late by stateful operators")
+        duplicates = counter("duplicates_removed", "rows removed by deduplication operators")
+        dead = counter("dead_letters", "rows refused by decode (observed by every event query)")
+        input_rate = gauge("input_rows_per_second", "input rate of the last batch")
+        processing_rate = gauge("processed_rows_per_second", "processing rate of the last batch")
+        phase = gauge("batch_phase_seconds", "time of each part of the last batch (Spark's durationMs)", ("phase",))
+        delay = gauge("scheduling_delay_seconds", "how late the last trigger started against its schedule")
+        latency = gauge("latency_seconds", "end-to-end latency of the newest batch's events up to its commit",
+                        ("since", "quantile"))
+        watermark = gauge("watermark_timestamp_seconds", "event-time watermark (epoch seconds)")
+        lag = gauge("watermark_lag_seconds", "newest event time seen minus the watermark")
+        state_rows = gauge("state_rows", "rows held by a stateful operator", ("operator",))
+        state_mem = gauge("state_memory_bytes", "memory used by a stateful operator's state store", ("operator",))
+        source_lag = gauge("source_lag_entries", "entries waiting in the source beyond the last batch")
+        durations = HistogramMetricFamily(f"{PREFIX}_batch_duration_seconds", "duration of micro-batches",
+                                          labels=q_labels)
+
+        for name, q in sorted(self.tracker.snapshot().items()):
+            labels = [self.job, name]
+            batches.add_metric(labels, q.batches)
+            input_rows.add_metric(labels, q.input_rows)
+            output_rows.add_metric(labels, q.totals["output_rows"])
+            dropped.add_metric(labels, q.totals["dropped_by_watermark"])
+            duplicates.add_metric(labels, q.totals["duplicates_removed"])
+            dead.add_metric(labels, q.totals["dead_letters"])
+            cumulative, buckets = 0, []
+            for bound, count in zip(DURATION_BUCKETS, q.duration_counts):
+                cumulative += count
+                buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+            durations.add_metric(labels, buckets, q.duration_sum_s)
+            m = q.latest
+            if m is None:
+                continue
+            input_rate.add_metric(labels, m.input_rate)
+            processing_rate.add_metric(labels, m.processing_rate)
+            for part, ms in sorted(m.phases_ms.items()):
+                phase.add_metric(labels + [part], ms / 1000)
+            if m.scheduling_delay_ms is not None:
+                delay.add_metric(labels, m.scheduling_delay_ms / 1000)
+            for since, values in q.latency_ms.items():
+                for quantile, ms in values.items():
+                    latency.add_metric(labels + [since, QUANTILE_LABELS[quantile]], ms / 1000)
+            if m.watermark_ms is not None:
+                watermark.add_metric(labels, m.watermark_ms / 1000)
+            if m.watermark_lag_ms is not None:
+                lag.add_metric(labels, m.watermark_lag_ms / 1000)
+            for i, op in enumerate(m.state):
+                operator = f"{i}:{op.name}"
+                state_rows.add_metric(labels + [operator], op.rows)
+                state_mem.add_metric(labels + [operator], op.memory_bytes)
+            if m.source_lag is not None:
+                source_lag.add_metric(labels, m.source_lag)
+        yield from (batches, input_rows, output_rows, dropped, duplicates, dead, input_rate, processing_rate, phase,
+                    delay, latency, watermark, lag, state_rows, state_mem, source_lag, durations)
+
+
+def metrics_registry(job: str, tracker: ProgressTracker) -> CollectorRegistry:
+    """A registry holding only this run's metrics (no process metrics of other libraries)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RunCollector(job, tracker))
+    return registry

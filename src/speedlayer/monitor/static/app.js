@@ -1,0 +1,179 @@
+// The dashboard: asks the running job for /api/state once a second and draws it.
+"use strict";
+const $ = sel => document.querySelector(sel);
+let selected = null;     // the query whose timelines are shown
+let lastState = null;
+const SPEED_MAX = 120;    // km/h at the red end of the colour scale
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  Object.entries(attrs).forEach(([k, v]) => (k === "class" ? (e.className = v) : e.setAttribute(k, v)));
+  children.forEach(c => e.append(c instanceof Node ? c : document.createTextNode(c == null ? "" : String(c))));
+  return e;
+}
+const sec = ms => (ms == null ? null : ms / 1000);
+const num = v => (v == null ? "–" : Charts.fmt(v));
+const when = iso => (iso ? String(iso).replace("T", " ").replace(/\.\d+Z?$|Z$/, "") : "–");
+const speedColor = s => `hsl(${Math.max(0, Math.min(120, 120 - (s / SPEED_MAX) * 120))}, 80%, 52%)`;
+
+function header(s) {
+  $("#job").textContent = s.job;
+  $("#run-info").textContent = `${s.source} · trigger ${s.trigger} · ${Math.round(s.elapsed_s)}s`;
+  const failed = s.queries.some(q => q.error);
+  const active = s.queries.some(q => q.active);
+  const pill = $("#conn");
+  pill.textContent = failed ? "query failed" : s.stopping ? "stopping" : active ? "running" : "stopped";
+  pill.className = "pill " + (failed ? "bad" : active && !s.stopping ? "ok" : "stop");
+}
+
+function kpis(s) {
+  const box = $("#kpis"); box.replaceChildren();
+  const q = s.queries.find(q => q.name === selected) || s.queries[0];
+  const m = (q && q.latest) || {};
+  // the newest batch that read events (a bounded run ends with empty batches)
+  const withEvents = q ? q.series.latency_event_p50.map((v, i) => (v == null ? -1 : i)).filter(i => i >= 0) : [];
+  const at = withEvents.length ? withEvents[withEvents.length - 1] : -1;
+  const lat = at < 0 ? {} : Object.fromEntries(["p50", "p95", "p99"].map(p => [p, q.series[`latency_event_${p}`][at]]));
+  const total = k => s.queries.reduce((n, q) => Math.max(n, (q.totals || {})[k] || 0), 0);
+  const items = [
+    ["input rows/s", num(m.input_rate)], ["processed rows/s", num(m.processing_rate)],
+    ["latency p50 / p95 / p99", lat.p50 == null ? "–" : `${num(sec(lat.p50))} / ${num(sec(lat.p95))} / ${num(sec(lat.p99))}s`],
+    ["batch", m.batch_ms == null ? "–" : num(sec(m.batch_ms)) + "s"],
+    ["watermark lag", m.watermark_lag_ms == null ? "–" : num(sec(m.watermark_lag_ms)) + "s"],
+    ["dead letters", num(total("dead_letters"))], ["duplicates removed", num(total("duplicates_removed"))],
+    ["dropped by watermark", num(total("dropped_by_watermark"))],
+    ["state rows", m.state ? num(m.state.reduce((n, o) => n + o.rows, 0)) : "–"],
+    ["source lag", m.source_lag == null ? "n/a" : num(m.source_lag)],
+  ];
+  items.forEach(([l, v]) => box.append(el("div", { class: "kpi" }, el("div", { class: "v" }, v), el("div", { class: "l" }, l))));
+}
+
+function tabs(s) {
+  if (!selected || !s.queries.some(q => q.name === selected)) selected = s.queries.length ? s.queries[0].name : null;
+  const nav = $("#query-tabs"); nav.replaceChildren();
+  s.queries.forEach(q => {
+    const b = el("button", { class: q.name === selected ? "on" : "" }, q.output);
+    b.onclick = () => { selected = q.name; render(lastState); };
+    nav.append(b);
+  });
+}
+
+function charts(s) {
+  const q = s.queries.find(q => q.name === selected);
+  if (!q) return;
+  const d = q.series, t = d.t;
+  Charts.lines($("#chart-rates"), t, [{ name: "input", values: d.input_rate }, { name: "processed", values: d.processing_rate }]);
+  Charts.lines($("#chart-latency"), t, ["p50", "p95", "p99"].map(p => ({ name: p, values: d[`latency_event_${p}`].map(sec) }))
+    .concat([{ name: "ingest p50", values: d.latency_ingest_p50.map(sec) }]), { empty: "no latency yet (micro-batch runs only)" });
+  const parts = Object.entries(d.phases).filter(([k]) => ["addBatch", "queryPlanning", "walCommit", "commitOffsets", "latestOffset", "getBatch"].includes(k));
+  Charts.lines($("#chart-batch"), t, [{ name: "total", values: d.batch_ms.map(sec) }].concat(parts.map(([k, v]) => ({ name: k, values: v.map(sec) }))));
+  Charts.lines($("#chart-delay"), t, [{ name: "scheduling delay", values: d.scheduling_delay_ms.map(sec) }]);
+  Charts.lines($("#chart-wmlag"), t, [{ name: "watermark lag", values: d.watermark_lag_ms.map(sec) }], { empty: "no watermark on this query yet" });
+  Charts.lines($("#chart-state"), t, [{ name: "state rows", values: d.state_rows }, { name: "dropped", values: d.dropped_by_watermark },
+    { name: "duplicates", values: d.duplicates_removed }]);
+  Charts.histogram($("#hist-batch"), d.batch_ms.map(sec));
+  Charts.histogram($("#hist-latency"), d.latency_event_p50.map(sec), { color: Charts.COLORS[1], empty: "no latency yet" });
+}
+
+function openIncidents(s) {
+  // vehicles in the latest rows of an `incidents` output that are not closed
+  const rows = (s.feeds.incidents || []).concat(((s.latest.incidents || {}).rows || []).map(r =>
+    Object.fromEntries(s.latest.incidents.columns.map((c, i) => [c, r[i]]))));
+  const closed = r => (r.status && String(r.status).toLowerCase() !== "open") || r.closed === true ||
+    ["end_time", "ended_at", "closed_at"].some(k => k in r && r[k] != null);
+  return new Set(rows.filter(r => !closed(r)).map(r => r.vehicle_id));
+}
+
+function map(s) {
+  const canvas = $("#map"), pos = s.positions || [];
+  const ratio = window.devicePixelRatio || 1, w = canvas.clientWidth, h = canvas.clientHeight;
+  canvas.width = w * ratio; canvas.height = h * ratio;
+  const ctx = canvas.getContext("2d"); ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  ctx.clearRect(0, 0, w, h); ctx.font = "10px system-ui, sans-serif";
+  canvas.dataset.vehicles = String(pos.length);
+  $("#map-count").textContent = pos.length ? `(${pos.length} vehicles)` : "";
+  if (!pos.length) { ctx.fillStyle = "#8795a4"; ctx.fillText("waiting for positions…", 12, 20); return; }
+  let [a, b, c, d] = [Infinity, -Infinity, Infinity, -Infinity];
+  pos.forEach(p => { a = Math.min(a, p.lat); b = Math.max(b, p.lat); c = Math.min(c, p.lon); d = Math.max(d, p.lon); });
+  const mLat = (b - a) * 0.05 || 0.01, mLon = (d - c) * 0.05 || 0.01;
+  a -= mLat; b += mLat; c -= mLon; d += mLon;
+  const k = Math.cos(((a + b) / 2) * Math.PI / 180);
+  const scale = Math.min(w / ((d - c) * k), h / (b - a));
+  const ox = (w - (d - c) * k * scale) / 2, oy = (h - (b - a) * scale) / 2;
+  const X = lon => ox + (lon - c) * k * scale, Y = lat => oy + (b - lat) * scale;
+  (s.zones || []).forEach(z => {   // speed-limit zones as the backdrop (no map tiles: works offline)
+    const x0 = X(Math.max(z.min_lon, c)), x1 = X(Math.min(z.max_lon, d)), y0 = Y(Math.min(z.max_lat, b)), y1 = Y(Math.max(z.min_lat, a));
+    if (x1 <= x0 || y1 <= y0) return;
+    ctx.strokeStyle = "#2e3b49"; ctx.fillStyle = "rgba(79,179,255,0.04)";
+    ctx.fillRect(x0, y0, x1 - x0, y1 - y0); ctx.strokeRect(x0, y0, x1 - x0, y1 - y0);
+    ctx.fillStyle = "#5d6b7a"; ctx.fillText(`${z.name} · ${z.speed_limit_kmh} km/h`, x0 + 3, y0 + 11);
+  });
+  const open = openIncidents(s);
+  pos.slice().sort((p, q) => (p.speed_kmh || 0) - (q.speed_kmh || 0)).forEach(p => {
+    ctx.fillStyle = speedColor(p.speed_kmh || 0);
+    ctx.beginPath(); ctx.arc(X(p.lon), Y(p.lat), 2.4, 0, 7); ctx.fill();
+    if (open.has(p.vehicle_id)) { ctx.strokeStyle = "#fff"; ctx.lineWidth = 1.5; ctx.beginPath(); ctx.arc(X(p.lon), Y(p.lat), 6, 0, 7); ctx.stroke(); }
+  });
+  canvas.dataset.incidents = String(open.size);
+}
+
+function speeders(s) {
+  const body = $("#speeders tbody"); body.replaceChildren();
+  (s.positions || []).slice().sort((p, q) => (q.speed_kmh || 0) - (p.speed_kmh || 0)).slice(0, 10).forEach(p => {
+    const sp = el("td", {}, (p.speed_kmh || 0).toFixed(1)); sp.style.color = speedColor(p.speed_kmh || 0);
+    body.append(el("tr", {}, el("td", {}, p.vehicle_id), sp, el("td", {}, when(p.event_time).slice(11))));
+  });
+}
+
+function alerts(s) {
+  const list = $("#alerts"), rows = s.feeds.alerts || [];
+  list.replaceChildren();
+  $("#alerts-count").textContent = rows.length ? `(latest ${rows.length})` : "";
+  if (!rows.length) { list.append(el("li", { class: "muted empty" }, "no alerts yet")); return; }
+  rows.slice(0, 60).forEach(r => list.append(el("li", { class: "alert" },
+    `${when(r.event_time).slice(11)} `, el("b", {}, r.vehicle_id), ` ${r.speed_kmh} km/h in ${r.zone_name || r.zone_id} `,
+    `(limit ${r.speed_limit_kmh}, +${r.excess_kmh})`)));
+}
+
+function queries(s) {
+  const body = $("#queries tbody"); body.replaceChildren();
+  s.queries.forEach(q => body.append(el("tr", {},
+    el("td", {}, q.output), el("td", {}, q.error ? "failed" : q.active ? "active" : "stopped"), el("td", {}, q.trigger),
+    el("td", {}, q.mode), el("td", {}, q.sink), el("td", {}, q.guarantee), el("td", {}, q.batches),
+    el("td", {}, num(q.input_rows)), el("td", {}, when(q.watermark)), el("td", {}, q.checkpoint),
+    el("td", { class: "err" }, q.error || ""))));
+}
+
+function results(s) {
+  const box = $("#results"); box.replaceChildren();
+  Object.entries(s.latest).forEach(([name, r]) => {
+    const head = el("tr", {}, ...r.columns.map(c => el("th", {}, c)));
+    const rows = r.rows.slice(0, 12).map(row => el("tr", {}, ...row.map(v => el("td", {},
+      typeof v === "number" && !Number.isInteger(v) ? v.toFixed(v > 1000 || v < -1000 ? 1 : 4).replace(/0+$/, "") : v))));
+    box.append(el("div", { class: "box" }, el("h2", {}, `${name} `, el("span", { class: "muted" }, `batch ${r.batch_id} · ${r.total} rows`)),
+      el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows))));
+  });
+  if (!box.children.length) box.append(el("p", { class: "muted" }, "no results yet"));
+}
+
+function render(s) {
+  if (!s) return;
+  $("#live-section").style.display = (s.positions || []).length || (s.feeds.alerts || []).length ? "" : "none";
+  for (const part of [header, tabs, kpis, charts, map, speeders, alerts, queries, results]) {
+    try { part(s); } catch (e) { console.error(part.name, e); }
+  }
+}
+
+async function poll() {
+  try {
+    const r = await fetch("/api/state", { cache: "no-store" });
+    if (!r.ok) throw new Error(r.status);
+    lastState = await r.json();
+    render(lastState);
+  } catch (e) {
+    const pill = $("#conn"); pill.textContent = "job not reachable"; pill.className = "pill bad";
+  }
+  setTimeout(poll, 1000);
+}
+window.addEventListener("resize", () => render(lastState));
+poll();

@@ -1,0 +1,122 @@
+"""``speedlayer status --state-dir DIR``: what each query of a run has committed, read from its checkpoint.
+
+A checkpoint directory holds ``offsets/<batch>`` (written when a batch is planned: a version line,
+the batch's metadata with ``batchWatermarkMs``, then one line of offsets per source) and
+``commits/<batch>`` (written once the sink has committed the batch, with ``nextBatchWatermarkMs``).
+The last committed batch is the highest ``commits/`` entry; its offsets are what the sink holds.
+Stateful queries also have ``state/``, which Spark's ``state-metadata`` source describes
+(operators, state stores, partitions, batch range). Reading files needs no Spark; the operators do.
+
+>>> [c.name for c in find_checkpoints(Path("state/fleet"))]  # doctest: +SKIP
+['alerts', 'windows']
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from speedlayer.errors import ConfigError
+
+
+@dataclass
+class CheckpointStatus:
+    name: str
+    path: Path
+    last_committed: int | None
+    last_planned: int | None
+    offsets: list[Any] = field(default_factory=list)
+    watermark_ms: int | None = None
+    batch_time_ms: int | None = None
+    stateful: bool = False
+    operators: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def watermark(self) -> str | None:
+        return iso(self.watermark_ms) if self.watermark_ms else None
+
+
+def iso(ms: int | None) -> str | None:
+    """Epoch milliseconds as UTC ISO-8601.
+
+    >>> iso(1500)
+    '1970-01-01T00:00:01.500Z'
+    """
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _batches(folder: Path) -> list[int]:
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def _lines(file: Path) -> list[str]:
+    return [line for line in file.read_text().splitlines() if line.strip()]
+
+
+def is_checkpoint(path: Path) -> bool:
+    return (path / "offsets").is_dir() and ((path / "metadata").is_file() or (path / "commits").is_dir())
+
+
+def read_checkpoint(path: Path, name: str | None = None) -> CheckpointStatus:
+    """The committed position of one query's checkpoint (no Spark needed)."""
+    commits, planned = _batches(path / "commits"), _batches(path / "offsets")
+    status = CheckpointStatus(name or path.name, path, commits[-1] if commits else None,
+                              planned[-1] if planned else None, stateful=(path / "state").is_dir())
+    if status.last_committed is not None and (path / "offsets" / str(status.last_committed)).is_file():
+        lines = _lines(path / "offsets" / str(status.last_committed))
+        meta = json.loads(lines[1]) if len(lines) > 1 else {}
+        status.batch_time_ms = meta.get("batchTimestampMs")
+        status.watermark_ms = meta.get("batchWatermarkMs")
+        for line in lines[2:]:
+            try:
+                status.offsets.append(json.loads(line))
+            except ValueError:
+                status.offsets.append(line)
+        commit = _lines(path / "commits" / str(status.last_committed))
+        if len(commit) > 1:
+            status.watermark_ms = json.loads(commit[1]).get("nextBatchWatermarkMs", status.watermark_ms)
+    return status
+
+
+def find_checkpoints(state_dir: Path) -> list[CheckpointStatus]:
+    """Every query checkpoint in a run's state directory (or the directory itself when it is one).
+
+    A directory with none is a ConfigError (one line).
+    """
+    state_dir = Path(state_dir)
+    if not state_dir.is_dir():
+        raise ConfigError(f"{state_dir} does not exist: give the --state-dir of a run")
+    if is_checkpoint(state_dir):
+        return [read_checkpoint(state_dir)]
+    found = [read_checkpoint(p) for p in sorted((state_dir / "checkpoints").glob("*")) if is_checkpoint(p)]
+    if is_checkpoint(state_dir / "dashboard-checkpoint"):
+        found.append(read_checkpoint(state_dir / "dashboard-checkpoint", "(dashboard feed)"))
+    if not found:
+        raise ConfigError(f"{state_dir} is not a checkpoint nor a run's state directory (no offsets/ or "
+                          "checkpoints/*/offsets/ in it): give the --state-dir a run used")
+    return found
+
+
+def add_operators(spark, statuses: list[CheckpointStatus]) -> None:
+    """Fill ``operators`` of stateful checkpoints from Spark's ``state-metadata`` source."""
+    for status in statuses:
+        if not status.stateful:
+            continue
+        try:
+            rows = spark.read.format("state-metadata").load(str(status.path)).collect()
+        except Exception as exc:  # noqa: BLE001 — an old or damaged state folder: say so, go on
+            status.operators = [{"error": " ".join(str(exc).split())[:200]}]
+            continue
+        status.operators = [r.asDict() for r in rows]
+
+
+def compact(offsets: list[Any], width: int = 160) -> str:
+    text = "; ".join(json.dumps(o, separators=(",", ":")) if not isinstance(o, str) else o for o in offsets)
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,92 @@
+"""The dashboard's tap: one extra, light query that shows what the outputs' sinks cannot.
+
+The outputs' own queries may write to files or databases, which the dashboard cannot read back
+cheaply. The tap reads the same source, decodes it the same way, and per micro-batch (on a
+static DataFrame, in ``foreachBatch``) collects
+
+- the latest position of each entity, for events that carry ``lat``/``lon`` (the fleet's map), and
+- the newest rows of the job's stateless outputs (alerts) not already shown by a console sink,
+  computed by the job's own pipeline function on the batch.
+
+It has its own checkpoint (``<state-dir>/dashboard-checkpoint``), reads at most what the run
+reads (``--max-events``), and is stopped with the run. Stateful outputs (windows) are shown only
+when a console sink writes them: recomputing them here would double the job's work.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from speedlayer.decode import decode
+from speedlayer.errors import SpeedlayerError
+from speedlayer.monitor.feed import ResultsFeed
+from speedlayer.sinks.console import newest_rows
+
+if TYPE_CHECKING:
+    from speedlayer.runner import Run
+
+log = logging.getLogger("speedlayer.monitor")
+
+#: the position columns the map needs, and the entity key
+POSITION = ("lat", "lon")
+ENTITY_KEYS = ("vehicle_id",)
+#: rows of each tapped output kept per batch
+TAP_ROWS = 30
+
+
+def tapped_outputs(run: "Run", feed: ResultsFeed) -> list[str]:
+    """Stateless outputs of the job that no console sink shows."""
+    return [name for name, out in run.plan.job.outputs.items()
+            if not out.stateful and name != "dead-letters" and name not in feed.fed_by_sink]
+
+
+def start_tap(run: "Run", feed: ResultsFeed) -> Any | None:
+    """Start the tap query (micro-batch runs only); None with a logged reason when it cannot run."""
+    plan = run.plan
+    if plan.trigger.continuous or plan.trigger.realtime:
+        return None
+    try:
+        plan.source.check_plan([q.output.name for q in plan.queries] + ["dashboard"])
+    except SpeedlayerError as exc:
+        log.warning("speedlayer: the dashboard shows no map or feeds: %s", exc)
+        return None
+    schema = plan.job.schema
+    names = [f.name for f in schema.fields]
+    key = next((k for k in ENTITY_KEYS if k in names), None)
+    outputs = tapped_outputs(run, feed)
+    has_positions = key is not None and all(c in names for c in POSITION)
+    if not has_positions and not outputs:
+        return None
+    time_field = schema.time_field
+    extra = [f.name for f in schema.fields if f.name not in (key, *POSITION, time_field)
+             and f.kind == "double"]
+
+    def collect(batch, batch_id: int) -> None:
+        try:
+            show(batch, batch_id)
+        except Exception as exc:  # noqa: BLE001 — the tap skips a batch rather than fail (or stop the run)
+            if not run.stop_requested.is_set() and "InterruptedException" not in str(exc):
+                log.warning("speedlayer: the dashboard's tap skipped batch %s: %s", batch_id, " ".join(str(exc).split())[:300])
+
+    def show(batch, batch_id: int) -> None:
+        batch.persist()
+        try:
+            if has_positions:
+                latest = F.max_by(F.struct(*POSITION, *extra, time_field), time_field).alias("p")
+                rows = batch.groupBy(key).agg(latest).select(key, "p.*").collect()
+                feed.set_positions(batch_id, [r.asDict() for r in rows], key)
+            if outputs:
+                results = plan.job.pipeline(batch, plan.params)
+                for name in outputs:
+                    feed.show_batch(newest_rows(results[name], batch_id, plan.job.name, name, TAP_ROWS))
+        finally:
+            batch.unpersist()
+
+    raw = plan.source.read_stream(run.spark, plan.settings.max_events)
+    events = decode(raw, schema).events
+    writer = (events.writeStream.queryName(f"{plan.job.name}_dashboard")
+              .option("checkpointLocation", str(plan.state_dir / "dashboard-checkpoint")))
+    return plan.trigger.apply(writer).foreachBatch(collect).start()

@@ -1,0 +1,103 @@
+"""The dashboard server without Spark: its page and assets, JSON state, /metrics, and a taken port."""
+
+import json
+import socket
+import urllib.request
+
+import pytest
+
+from speedlayer.cli import main
+from speedlayer.config import RunSettings
+from speedlayer.errors import ConfigError
+from speedlayer.monitor.dashboard import open_server
+from speedlayer.monitor.feed import ResultsFeed
+from speedlayer.runner import Run, plan_run
+from speedlayer.sinks.console import BatchView
+
+from tests.monitor.test_metrics import RECORDED
+
+
+def get(url: str) -> tuple[int, str, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.headers["Content-Type"], response.read().decode()
+
+
+@pytest.fixture
+def served(tmp_path):
+    settings = RunSettings(job="fleet", sinks={"windows": "memory:w",
+                                               "alerts": "postgresql://app:hunter2@db:5432/fleet"},
+                           state_dir=str(tmp_path / "st"))
+    run = Run(None, plan_run(settings))  # planned, not started: the server needs no Spark
+    run.tracker.record(RECORDED[0])
+    feed = ResultsFeed(feeds=["alerts"])
+    feed.show_batch(BatchView("fleet", "alerts", 4, ["event_id", "vehicle_id", "speed_kmh"], [("e-9", "V0001", 97.5)], 1))
+    feed.set_positions(4, [{"vehicle_id": "V0001", "lat": 52.5, "lon": 13.4, "speed_kmh": 97.5}], "vehicle_id")
+    server = open_server("127.0.0.1", 0, explicit=True, warn=print)
+    server.serve(run, feed)
+    yield server
+    server.close()
+
+
+def test_state_holds_queries_metrics_feeds_and_no_secret(served):
+    status, kind, body = get(served.url + "/api/state")
+    assert status == 200 and kind == "application/json"
+    assert "hunter2" not in body
+    state = json.loads(body)
+    windows = next(q for q in state["queries"] if q["output"] == "windows")
+    assert windows["guarantee"] == "at-least-once" and windows["mode"] == "append"
+    assert windows["checkpoint"].endswith("checkpoints/windows") and windows["trigger"] == "processing:0s"
+    assert windows["series"]["latency_event_p99"] == [6400] and windows["latest"]["dead_letters"] == 20
+    assert state["feeds"]["alerts"][0]["event_id"] == "e-9"
+    assert state["positions"][0]["vehicle_id"] == "V0001" and state["zones"]
+
+
+def test_page_and_assets_are_served_from_the_package(served):
+    status, kind, page = get(served.url + "/")
+    assert status == 200 and kind.startswith("text/html")
+    assert "http://" not in page and "https://" not in page  # no CDN: everything from the job itself
+    for asset in ("app.js", "charts.js", "app.css"):
+        status, _, text = get(f"{served.url}/static/{asset}")
+        assert status == 200 and "https://" not in text
+    with pytest.raises(urllib.error.HTTPError):
+        get(served.url + "/static/../dashboard.py")
+
+
+def test_metrics_endpoint_speaks_prometheus(served):
+    status, kind, text = get(served.url + "/metrics")
+    assert status == 200 and kind.startswith("text/plain")
+    assert 'speedlayer_input_rows_total{job="fleet",query="fleet_windows"} 10000.0' in text
+
+
+def test_a_taken_port_is_one_line_or_an_error_when_chosen():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        lines = []
+        assert open_server("127.0.0.1", port, explicit=False, warn=lines.append) is None
+        assert len(lines) == 1 and f"port {port} on 127.0.0.1 is in use" in lines[0]
+        with pytest.raises(ConfigError, match="choose another --dashboard-port"):
+            open_server("127.0.0.1", port, explicit=True, warn=lines.append)
+
+
+def test_cli_refuses_a_chosen_dashboard_port_in_use_before_spark_starts(capsys):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        with pytest.raises(SystemExit) as exit_info:
+            main(["run", "fleet", "--max-events", "10", "--dashboard-port", str(holder.getsockname()[1])])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("note:")]
+    assert len(lines) == 1 and "is in use: choose another --dashboard-port" in lines[0]
+
+
+def test_a_failing_page_request_is_a_500_and_the_server_goes_on(served):
+    def broken():
+        raise RuntimeError("boom")
+
+    served._state = broken
+    with pytest.raises(urllib.error.HTTPError) as failed:
+        get(served.url + "/api/state")
+    assert failed.value.code == 500
+    assert get(served.url + "/metrics")[0] == 200

@@ -1,0 +1,103 @@
+"""The listener -> metrics path on recorded progress reports: derived figures, totals, Prometheus text."""
+
+import json
+from pathlib import Path
+
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from speedlayer.monitor.metrics import batch_metrics, epoch_ms
+from speedlayer.monitor.progress import ProgressTracker
+from speedlayer.monitor.prometheus import metrics_registry
+from speedlayer.sources.base import offsets_behind
+
+RECORDED = json.loads((Path(__file__).parent / "data" / "fleet_windows_progress.json").read_text())
+
+
+def test_one_batch_gives_latency_phases_state_and_drops():
+    m = batch_metrics(RECORDED[0])
+    end = epoch_ms("2026-11-22T13:33:40.000Z") + 1600
+    assert (m.batch_id, m.batch_ms, m.ended_ms, m.input_rows, m.events) == (4, 1600, end, 10000, 9980)
+    assert m.latency_ms["event"] == {"p50": 2600, "p95": 5600, "p99": 6400}
+    assert m.latency_ms["ingest"] == {"p50": 1800, "p95": 4700, "p99": 5500}
+    assert m.phases_ms["addBatch"] == 1200 and "triggerExecution" not in m.phases_ms
+    assert m.dead_letters == 20
+    assert (m.dropped_by_watermark, m.duplicates_removed, m.output_rows) == (10, 95, 250)
+    assert [(op.name, op.rows, op.memory_bytes) for op in m.state] == [
+        ("stateStoreSave", 1500, 524288), ("dedupeWithinWatermark", 20000, 2097152)]
+    assert m.watermark_lag_ms == 1795354420900 - epoch_ms("2026-11-22T13:33:30.500Z")
+    assert m.scheduling_delay_ms is None  # no batch before it
+
+
+def test_tracker_derives_delay_lag_and_totals_across_batches():
+    tracker = ProgressTracker(interval_ms=0, source_lag=offsets_behind)
+    first, second = (tracker.record(p) for p in RECORDED)
+    # processing:0s: the next batch is due when the previous one ended (13:33:41.600); it started 13:33:42.300
+    assert second.scheduling_delay_ms == 700
+    assert second.latency_ms == {} and second.dead_letters == 0
+    # the newest event time carries over an empty batch, so the watermark lag is still known
+    assert second.watermark_lag_ms == 1795354420900 - epoch_ms("2026-11-22T13:33:35.900Z")
+    assert first.source_lag is None and second.source_lag == 35  # rate source cannot tell; Kafka: 30 + 5
+    q = tracker.get("fleet_windows")
+    assert q.totals == {"output_rows": 250, "dropped_by_watermark": 10, "duplicates_removed": 95, "dead_letters": 20}
+    assert sum(q.duration_counts) == 2 and abs(q.duration_sum_s - 2.1) < 1e-9
+
+
+def test_interval_triggers_are_due_on_the_interval_grid():
+    tracker = ProgressTracker(interval_ms=5000)
+    tracker.record({**RECORDED[0], "timestamp": "2026-11-22T13:33:40.000Z"})
+    late = tracker.record({**RECORDED[1], "timestamp": "2026-11-22T13:33:46.250Z"})
+    assert late.scheduling_delay_ms == 1250  # due at 13:33:45.000
+
+
+def test_subscribers_see_every_batch_and_a_failing_one_is_contained():
+    tracker = ProgressTracker()
+    seen = []
+    tracker.subscribe(lambda m: 1 / 0)
+    tracker.subscribe(lambda m: seen.append(m.batch_id))
+    for p in RECORDED:
+        tracker.record(p)
+    assert seen == [4, 5]
+
+
+def test_prometheus_text_parses_with_labels_by_job_and_query():
+    tracker = ProgressTracker(source_lag=offsets_behind)
+    tracker.record(RECORDED[0])
+    families = {f.name: f for f in text_string_to_metric_families(generate_latest(metrics_registry("fleet", tracker)).decode())}
+    assert set(families) >= {"speedlayer_batches", "speedlayer_input_rows", "speedlayer_latency_seconds",
+                             "speedlayer_batch_duration_seconds", "speedlayer_state_rows", "speedlayer_duplicates_removed"}
+
+    def value(family, **labels):
+        return next(s.value for s in families[family].samples if labels.items() <= s.labels.items())
+
+    assert value("speedlayer_input_rows", job="fleet", query="fleet_windows") == 10000
+    assert value("speedlayer_latency_seconds", since="event", quantile="0.99") == 6.4
+    assert value("speedlayer_batch_phase_seconds", phase="addBatch") == 1.2
+    assert value("speedlayer_state_rows", operator="1:dedupeWithinWatermark") == 20000
+    assert value("speedlayer_duplicates_removed", query="fleet_windows") == 95
+    assert value("speedlayer_batch_duration_seconds", le="2.5") == 1  # 1.6 s falls in the 2.5 s bucket
+
+
+def test_latency_stays_that_of_the_newest_batch_with_events():
+    tracker = ProgressTracker()
+    for p in RECORDED:  # the second batch read nothing
+        tracker.record(p)
+    families = {f.name: f for f in text_string_to_metric_families(generate_latest(metrics_registry("fleet", tracker)).decode())}
+    p99 = [s.value for s in families["speedlayer_latency_seconds"].samples if s.labels["quantile"] == "0.99"
+           and s.labels["since"] == "event"]
+    assert p99 == [6.4]
+
+
+def test_terminal_view_shows_rates_and_latency(tmp_path):
+    from rich.console import Console
+
+    from speedlayer.config import RunSettings
+    from speedlayer.monitor.view import rates_table
+    from speedlayer.runner import Run, plan_run
+
+    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}, state_dir=str(tmp_path))))
+    run.tracker.record(RECORDED[0])
+    console = Console(record=True, width=200)
+    console.print(rates_table(run))
+    text = console.export_text()
+    assert "2,000" in text and "6,250" in text and "2,600ms / 5,600ms / 6,400ms" in text
