@@ -57,6 +57,11 @@ def run_command(
     conf: Optional[List[str]] = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
     config: Optional[str] = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
     live: Optional[bool] = typer.Option(None, "--live/--no-live", help="redraw a live view (default: on a terminal)"),
+    # --- speeding incidents (issue 4: incidents) ---
+    incident_after: Optional[str] = typer.Option(None, "--incident-after", help="above the limit this long opens an incident (default 10s)"),
+    incident_timeout: Optional[str] = typer.Option(None, "--incident-timeout", help="a vehicle silent this long closes its incident (default 30s)"),
+    incident_updates: Optional[bool] = typer.Option(None, "--incident-updates/--no-incident-updates", help="also emit open incidents as they change (needs update mode)"),
+    incident_initial_state: Optional[str] = typer.Option(None, "--incident-initial-state", help="Parquet/CSV table of open incidents to start from"),
 ) -> None:
     """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
@@ -66,6 +71,9 @@ def run_command(
         "output_mode": output_modes(output_mode), "watermark": watermark, "window": window, "slide": slide,
         "sliding_window": sliding_window, "zones": zones, "state_dir": state_dir, "duration": duration,
         "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
+        # --- speeding incidents (issue 4: incidents) ---
+        "incident_after": incident_after, "incident_timeout": incident_timeout, "incident_updates": incident_updates,
+        "incident_initial_state": incident_initial_state,
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
     from speedlayer.run_command import execute

@@ -25,6 +25,12 @@ class Params:
     #: continuous mode keeps no state: no watermark, and re-sent events are not dropped
     continuous: bool = False
 
+    # --- speeding incidents (issue 4: incidents) ---
+    incident_after_ms: int = 10_000       # above the limit this long opens an incident
+    incident_timeout_ms: int = 30_000     # silent this long closes it
+    incident_updates: bool = False        # also emit open incidents as they change (update mode)
+    incident_initial_state: str | None = None  # Parquet/CSV table of open incidents to start from
+
 
 @dataclass(frozen=True)
 class Output:

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from speedlayer.durations import spark_interval
 from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, Output, Params
+from speedlayer.pipelines.incidents import speeding_incidents
 from speedlayer.schemas import VEHICLE_EVENT
 from speedlayer.zones import load_zones, zone_of
 
@@ -98,11 +99,15 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
     ['alerts', 'sliding', 'windows']
     """
     clean = drop_duplicate_events(with_watermark(events, params), params)
-    return {
+    outputs = {
         "windows": speed_windows(clean, params),
         "sliding": sliding_averages(clean, params),
         "alerts": overspeed_alerts(clean, params),
     }
+    # --- speeding incidents (issue 4: incidents) ---
+    if not params.continuous:  # stateful: continuous mode keeps no state (the runner refuses it there)
+        outputs["incidents"] = speeding_incidents(with_speed_limit(clean, params), params)
+    return outputs
 
 
 FLEET = Job(
@@ -118,6 +123,10 @@ FLEET = Job(
         "alerts": Output("alerts", "events faster than their zone's speed limit",
                          (APPEND, UPDATE), APPEND, False, ("event_id",)),
         "dead-letters": DEAD_LETTERS,
+        # --- speeding incidents (issue 4: incidents) ---
+        "incidents": Output("incidents", "per-vehicle speeding incidents: opened after --incident-after above the limit, "
+                            "emitted when they close (speed back under the limit, or silent for --incident-timeout)",
+                            (APPEND, UPDATE), APPEND, True, ("vehicle_id", "started_at")),
     },
     default_outputs=("windows", "alerts"),
 )
