@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from speedlayer.durations import spark_interval
 from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, Output, Params
 from speedlayer.pipelines.incidents import speeding_incidents
+from speedlayer.pipelines.late import late_events
 from speedlayer.schemas import VEHICLE_EVENT
 from speedlayer.zones import load_zones, zone_of
 
@@ -98,7 +99,8 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
     >>> sorted(outputs)                                      # doctest: +SKIP
     ['alerts', 'sliding', 'windows']
     """
-    clean = drop_duplicate_events(with_watermark(events, params), params)
+    watermarked = with_watermark(events, params)
+    clean = drop_duplicate_events(watermarked, params)
     outputs = {
         "windows": speed_windows(clean, params),
         "sliding": sliding_averages(clean, params),
@@ -107,6 +109,9 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
     # --- speeding incidents (issue 4: incidents) ---
     if not params.continuous:  # stateful: continuous mode keeps no state (the runner refuses it there)
         outputs["incidents"] = speeding_incidents(with_speed_limit(clean, params), params)
+    # --- late events, kept (issue 4: late data) ---
+    if not params.continuous:
+        outputs["late"] = late_events(watermarked, params)
     return outputs
 
 
@@ -127,6 +132,10 @@ FLEET = Job(
         "incidents": Output("incidents", "per-vehicle speeding incidents: opened after --incident-after above the limit, "
                             "emitted when they close (speed back under the limit, or silent for --incident-timeout)",
                             (APPEND, UPDATE), APPEND, True, ("vehicle_id", "started_at")),
+        # --- late events, kept (issue 4: late data) ---
+        "late": Output("late", "events that arrived behind the watermark (the windows drop them): the window they "
+                       "belonged to and the watermark they missed", (APPEND, UPDATE), APPEND, True,
+                       ("event_id", "missed_watermark")),
     },
     default_outputs=("windows", "alerts"),
 )
