@@ -97,7 +97,7 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
 
     >>> outputs = fleet_pipeline(decoded.events, Params())  # doctest: +SKIP
     >>> sorted(outputs)                                      # doctest: +SKIP
-    ['alerts', 'sliding', 'windows']
+    ['alerts', 'incidents', 'late', 'sliding', 'windows']
     """
     watermarked = with_watermark(events, params)
     clean = drop_duplicate_events(watermarked, params)
