@@ -66,6 +66,11 @@ def run_command(
     dashboard_port: Optional[int] = typer.Option(None, "--dashboard-port", help="dashboard port (default 8765; a port given here must be free)"),
     host: str = typer.Option("127.0.0.1", "--host", help="address the dashboard and metrics bind to"),
     metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="also serve Prometheus /metrics alone on this port"),
+    # --- speeding incidents (issue 4: incidents) ---
+    incident_after: Optional[str] = typer.Option(None, "--incident-after", help="above the limit this long opens an incident (default 10s)"),
+    incident_timeout: Optional[str] = typer.Option(None, "--incident-timeout", help="a vehicle silent this long closes its incident (default 30s)"),
+    incident_updates: Optional[bool] = typer.Option(None, "--incident-updates/--no-incident-updates", help="also emit open incidents as they change (needs update mode)"),
+    incident_initial_state: Optional[str] = typer.Option(None, "--incident-initial-state", help="Parquet/CSV table of open incidents to start from"),
 ) -> None:
     """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
@@ -76,6 +81,9 @@ def run_command(
         "sliding_window": sliding_window, "zones": zones, "state_dir": state_dir, "duration": duration,
         "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
         "trip_gap": trip_gap, "count_window": count_window,  # state-windows
+        # --- speeding incidents (issue 4: incidents) ---
+        "incident_after": incident_after, "incident_timeout": incident_timeout, "incident_updates": incident_updates,
+        "incident_initial_state": incident_initial_state,
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
     from speedlayer.run_command import Surfaces, execute

@@ -50,6 +50,11 @@ class RunSettings(BaseModel):
     max_events: int | None = Field(None, gt=0)
     master: str = "local[*]"
     conf: dict[str, str] = Field(default_factory=dict)
+    # --- speeding incidents (issue 4: incidents) ---
+    incident_after: str = "10s"
+    incident_timeout: str = "30s"
+    incident_updates: bool = False
+    incident_initial_state: str | None = None
 
     @field_validator("output_mode", mode="before")
     @classmethod

@@ -30,6 +30,7 @@ from speedlayer.sinks import open_sink
 from speedlayer.sinks.base import Sink, Target
 from speedlayer.sinks.batches import sink_error_message
 from speedlayer.sources import open_source
+from speedlayer.state.incidents import check_initial_state
 from speedlayer.sources.base import Source
 from speedlayer.triggers import Trigger, parse_trigger
 
@@ -85,6 +86,11 @@ def _params(settings: RunSettings, continuous: bool) -> Params:
         trip_gap_ms=positive_duration(settings.trip_gap, "--trip-gap"),
         count_window=settings.count_window,
         # --- end state-windows ---
+        # --- speeding incidents (issue 4: incidents) ---
+        incident_after_ms=positive_duration(settings.incident_after, "--incident-after"),
+        incident_timeout_ms=positive_duration(settings.incident_timeout, "--incident-timeout"),
+        incident_updates=settings.incident_updates,
+        incident_initial_state=settings.incident_initial_state,
     )
     # --- count windows (state-windows) ---
     if params.count_window <= 0:
@@ -187,7 +193,19 @@ def plan_run(settings: RunSettings) -> RunPlan:
         queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
                                  state_dir / "checkpoints" / name))
     source.check_plan([q.output.name for q in queries])
+    _check_incidents(params, queries)
     return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes)
+
+
+# --- speeding incidents (issue 4: incidents) ---
+def _check_incidents(params: Params, queries: list[QueryPlan]) -> None:
+    """Incident settings that only make sense with the incidents output, in a mode that fits them."""
+    if params.incident_initial_state:
+        check_initial_state(params.incident_initial_state)
+    incidents = next((q for q in queries if q.output.name == "incidents"), None)
+    if incidents is not None and params.incident_updates and incidents.mode != "update":
+        raise ConfigError("--incident-updates emits an open incident more than once: write it in update mode "
+                          "(--output-mode incidents=update) to a sink that replaces rows by key (postgresql, mysql, console)")
 
 
 def _load_run_state(plan: RunPlan) -> dict[str, Any]:

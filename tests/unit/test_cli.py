@@ -24,6 +24,10 @@ def run(capsys, *argv):
     (["run", "fleet", "--duration", "5", "--max-events", "10"], "not both"),
     (["run", "fleet", "--config", "/nonexistent.yaml"], "config file /nonexistent.yaml does not exist"),
     (["run", "fleet", "--watermark", "soon"], "invalid --watermark"),
+    # --- speeding incidents (issue 4) ---
+    (["run", "fleet", "--sink", "incidents=console:", "--incident-after", "0s"], "--incident-after must be longer than zero"),
+    (["run", "fleet", "--sink", "incidents=console:", "--incident-timeout", "0"], "--incident-timeout must be longer than zero"),
+    (["run", "fleet", "--sink", "incidents=parquet:out/i", "--incident-updates"], "write it in update mode"),
 ])
 def test_user_mistakes_exit_2_with_one_line(capsys, argv, match):
     code, out, err = run(capsys, *argv)

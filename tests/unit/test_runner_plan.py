@@ -20,6 +20,14 @@ def test_defaults_select_windows_and_alerts_on_the_console():
 
 @pytest.mark.parametrize("kwargs,match", [
     ({"sinks": {"speeds": "console:"}}, "has no output 'speeds': its outputs are windows, sliding, alerts, dead-letters"),
+    # --- speeding incidents and late events (issue 4) ---
+    ({"sinks": {"incidents": "console:"}, "incident_after": "0s"}, "--incident-after must be longer than zero"),
+    ({"sinks": {"incidents": "console:"}, "incident_timeout": "-5s"}, "invalid --incident-timeout '-5s'"),
+    ({"sinks": {"incidents": "parquet:out/i"}, "incident_updates": True}, "--incident-updates emits an open incident more than once"),
+    ({"sinks": {"incidents": "console:"}, "incident_initial_state": "/nonexistent/open.parquet"}, "no such file or directory"),
+    ({"trigger": "continuous:1s", "sinks": {"incidents": "console:"}}, "'incidents' keeps state"),
+    ({"trigger": "continuous:1s", "sinks": {"late": "console:"}}, "'late' keeps state"),
+    ({"sinks": {"late": "console:"}, "output_mode": {"late": "complete"}}, "'late' cannot be written in complete mode"),
     ({"sinks": {"windows": "parquet:out/w"}, "output_mode": {"windows": "update"}}, "sink parquet: takes append mode only"),
     ({"sinks": {"alerts": "console:"}, "output_mode": {"*": "complete"}}, "'alerts' cannot be written in complete mode: it fits append, update"),
     ({"output_mode": {"*": "upsert"}}, "unknown output mode 'upsert'"),
@@ -41,6 +49,20 @@ def test_impossible_runs_are_refused_before_start(kwargs, match):
     with pytest.raises(ConfigError, match=match) as err:
         plan(**kwargs)
     assert "\n" not in str(err.value)
+
+
+def test_initial_state_table_with_wrong_columns_is_refused_before_start(tmp_path):
+    table = tmp_path / "open.csv"
+    table.write_text("vehicle_id,started_at\nV1,2026-11-22 10:00:00\n")
+    with pytest.raises(ConfigError, match=r"lacks column\(s\) ended_at, zone_id.*it needs vehicle_id, started_at, ended_at") as err:
+        plan(sinks={"incidents": "console:"}, incident_initial_state=str(table))
+    assert "\n" not in str(err.value)
+
+
+def test_incident_settings_reach_the_pipeline():
+    p = plan(sinks={"incidents": "console:"}, output_mode={"incidents": "update"}, incident_after="4s",
+             incident_timeout="1min", incident_updates=True)
+    assert (p.params.incident_after_ms, p.params.incident_timeout_ms, p.params.incident_updates) == (4000, 60_000, True)
 
 
 def test_continuous_alerts_run_without_deduplication():

@@ -28,6 +28,11 @@ class Params:
     # --- trips, count windows (state-windows) ---
     trip_gap_ms: int = 300_000  # a trip ends after this long without a ping of its vehicle
     count_window: int = 20  # pings per count window
+    # --- speeding incidents (issue 4: incidents) ---
+    incident_after_ms: int = 10_000       # above the limit this long opens an incident
+    incident_timeout_ms: int = 30_000     # silent this long closes it
+    incident_updates: bool = False        # also emit open incidents as they change (update mode)
+    incident_initial_state: str | None = None  # Parquet/CSV table of open incidents to start from
 
 
 @dataclass(frozen=True)

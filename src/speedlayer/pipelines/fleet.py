@@ -13,6 +13,8 @@ from pyspark.sql import functions as F
 
 from speedlayer.durations import spark_interval
 from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, Output, Params
+from speedlayer.pipelines.incidents import speeding_incidents
+from speedlayer.pipelines.late import late_events
 from speedlayer.schemas import VEHICLE_EVENT
 from speedlayer.zones import load_zones, zone_of
 
@@ -95,26 +97,29 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
 
     >>> outputs = fleet_pipeline(decoded.events, Params())  # doctest: +SKIP
     >>> sorted(outputs)                                      # doctest: +SKIP
-    ['alerts', 'congestion', 'count-windows', 'sliding', 'trips', 'windows']
+    ['alerts', 'congestion', 'count-windows', 'incidents', 'late', 'sliding', 'trips', 'windows']
     """
-    clean = drop_duplicate_events(with_watermark(events, params), params)
+    watermarked = with_watermark(events, params)
+    clean = drop_duplicate_events(watermarked, params)
     outputs = {
         "windows": speed_windows(clean, params),
         "sliding": sliding_averages(clean, params),
         "alerts": overspeed_alerts(clean, params),
     }
-    # --- trips, congestion, count windows (state-windows) ---
+    if params.continuous:  # the outputs below keep state, which continuous mode has none of
+        return outputs
     from speedlayer.pipelines.congestion import zone_congestion
     from speedlayer.pipelines.count_windows import count_windows
     from speedlayer.pipelines.trips import trips
 
-    if not params.continuous:  # all three keep state
-        outputs.update({
-            "trips": trips(clean, params),
-            "congestion": zone_congestion(clean, params),
-            "count-windows": count_windows(clean, params),
-        })
-    # --- end state-windows ---
+    outputs.update({
+        "trips": trips(clean, params),
+        "congestion": zone_congestion(clean, params),
+        "count-windows": count_windows(clean, params),
+        "incidents": speeding_incidents(with_speed_limit(clean, params), params),
+        # late events are judged before dedup, as Spark's own watermark filter sees them
+        "late": late_events(watermarked, params),
+    })
     return outputs
 
 
@@ -126,7 +131,7 @@ def _check_trip_gap(params: Params) -> None:  # state-windows
 
 FLEET = Job(
     name="fleet",
-    summary="ride-hailing fleet: per-vehicle speed windows, sliding averages, over-speed alerts",
+    summary="ride-hailing fleet: speed windows, alerts, incidents, trips, congestion, count windows, late events",
     schema=VEHICLE_EVENT,
     pipeline=fleet_pipeline,
     outputs={
@@ -145,6 +150,14 @@ FLEET = Job(
         "count-windows": Output("count-windows", "per-vehicle average speed over every --count-window pings",
                                 (APPEND,), APPEND, True, ("vehicle_id", "window_index")),
         # --- end state-windows ---
+        # --- speeding incidents (issue 4: incidents) ---
+        "incidents": Output("incidents", "per-vehicle speeding incidents: opened after --incident-after above the limit, "
+                            "emitted when they close (speed back under the limit, or silent for --incident-timeout)",
+                            (APPEND, UPDATE), APPEND, True, ("vehicle_id", "started_at")),
+        # --- late events, kept (issue 4: late data) ---
+        "late": Output("late", "events that arrived behind the watermark (the windows drop them): the window they "
+                       "belonged to and the watermark they missed", (APPEND, UPDATE), APPEND, True,
+                       ("event_id", "missed_watermark")),
     },
     default_outputs=("windows", "alerts"),
 )

@@ -1,0 +1,33 @@
+"""The fleet job's ``incidents`` output: speeding incidents per vehicle (see ``speedlayer.state.incidents``)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from speedlayer.pipelines.base import Params
+from speedlayer.state.incidents import INCIDENT_SCHEMA, INPUT_COLUMNS, IncidentProcessor, IncidentRules, read_initial_state
+
+
+def incident_rules(params: Params) -> IncidentRules:
+    return IncidentRules(params.incident_after_ms, params.incident_timeout_ms, params.incident_updates)
+
+
+def speeding_incidents(limited: DataFrame, params: Params) -> DataFrame:
+    """Speeding incidents from deduplicated events that carry their zone's limit (``with_speed_limit``).
+
+    On a stream each incident comes out when it closes (and with ``incident_updates`` while open);
+    on a static DataFrame the end of input closes every incident still open (``closed_by`` timeout).
+
+    >>> speeding_incidents(with_speed_limit(events, Params()), Params()).columns[:3]  # doctest: +SKIP
+    ['vehicle_id', 'started_at', 'ended_at']
+    """
+    pings = limited.select(*(F.unix_millis("event_time").alias(c) if c == "event_ms" else F.col(c) for c in INPUT_COLUMNS))
+    initial = None
+    if params.incident_initial_state:
+        initial = read_initial_state(limited.sparkSession, params.incident_initial_state).groupBy("vehicle_id")
+    processor = IncidentProcessor(incident_rules(params), batch=not limited.isStreaming)
+    return pings.groupBy("vehicle_id").transformWithStateInPandas(
+        statefulProcessor=processor, outputStructType=INCIDENT_SCHEMA,
+        outputMode="Update" if params.incident_updates else "Append", timeMode="EventTime", initialState=initial,
+    )

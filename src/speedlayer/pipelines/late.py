@@ -1,0 +1,29 @@
+"""The fleet job's ``late`` output: events behind the watermark, kept (see ``speedlayer.state.late``)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from speedlayer.pipelines.base import Params
+from speedlayer.state.late import INPUT_COLUMNS, LATE_SCHEMA, LateProcessor
+
+
+def late_events(watermarked: DataFrame, params: Params) -> DataFrame:
+    """Events that the fleet windows drop as late, from events with the watermark set (before dedup).
+
+    Each comes with the tumbling window (``params.window_ms``) it belonged to and the watermark it
+    missed. A static DataFrame has no watermark, so nothing in it is late.
+
+    >>> late_events(with_watermark(events, Params()), Params()).columns[-3:]  # doctest: +SKIP
+    ['window_end', 'missed_watermark', 'copies']
+    """
+    if not watermarked.isStreaming:
+        return watermarked.sparkSession.createDataFrame([], LATE_SCHEMA)
+    # One key for every event, and no watermark column in the input: the processor must see late rows.
+    rows = watermarked.select(F.lit(0).alias("_all"),
+                              *(F.unix_millis("event_time").alias(c) if c == "event_ms" else F.col(c) for c in INPUT_COLUMNS))
+    return rows.groupBy("_all").transformWithStateInPandas(
+        statefulProcessor=LateProcessor(params.window_ms), outputStructType=LATE_SCHEMA,
+        outputMode="Append", timeMode="EventTime",
+    )

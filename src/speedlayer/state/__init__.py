@@ -1,0 +1,1 @@
+"""Stateful processors (``transformWithStateInPandas``): per-key state, timers, initial state, TTL."""
