@@ -35,7 +35,8 @@ def jobs_command() -> None:
     from speedlayer.pipelines import JOBS
 
     for job in JOBS.values():
-        out.print(f"{job.name:<12} {job.summary} (outputs: {', '.join(job.outputs)})", soft_wrap=True, markup=False)
+        out.print(f"{job.name:<12} {job.summary} (outputs: {', '.join(job.outputs)}; default source: {job.default_source})",
+                  soft_wrap=True, markup=False)
 
 
 @app.command("run")
@@ -55,6 +56,7 @@ def run_command(
     max_events: Optional[int] = typer.Option(None, "--max-events", help="process exactly N generated events, then exit"),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])"),
     conf: Optional[List[str]] = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="KEY=VALUE job option, e.g. lowercase=false (repeatable)"),
     config: Optional[str] = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
     live: Optional[bool] = typer.Option(None, "--live/--no-live", help="redraw a live view (default: on a terminal)"),
 ) -> None:
@@ -66,6 +68,7 @@ def run_command(
         "output_mode": output_modes(output_mode), "watermark": watermark, "window": window, "slide": slide,
         "sliding_window": sliding_window, "zones": zones, "state_dir": state_dir, "duration": duration,
         "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
+        "options": pairs(option, "--option", "KEY=VALUE"),
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
     from speedlayer.run_command import execute

@@ -54,6 +54,9 @@ def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, sche
     if field.min is not None and field.max is not None:
         checks.append(F.when((typed < field.min) | (typed > field.max),
                              F.lit(f"field '{name}' is outside [{field.min:g}, {field.max:g}]")))
+    if field.choices is not None:
+        checks.append(F.when(~typed.isin(*field.choices),
+                             F.lit(f"field '{name}' is not one of {', '.join(field.choices)}")))
     if name == schema.time_field:
         ahead = ingest_time + F.expr(f"INTERVAL {schema.max_ahead_ms} MILLISECONDS")
         checks.append(F.when(typed > ahead,

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from speedlayer.config import RunSettings
-from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.monitor.progress import ProgressTracker
@@ -31,6 +30,7 @@ from speedlayer.sinks.batches import sink_error_message
 from speedlayer.sources import open_source
 from speedlayer.sources.base import Source
 from speedlayer.triggers import Trigger, parse_trigger
+from speedlayer.uris import parse_options
 
 MANIFEST = "speedlayer-run.json"
 #: what the last run did (per query: batches, rows, final watermark), written when it stops
@@ -72,7 +72,10 @@ class RunPlan:
     prepared: bool = False
 
 
-def _params(settings: RunSettings, continuous: bool) -> Params:
+def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
+    if settings.options and job.options is None:
+        raise ConfigError(f"job {job.name!r} takes no --option")
+    options = parse_options(job.options, settings.options, f"job {job.name}") if job.options else None
     params = Params(
         window_ms=positive_duration(settings.window, "--window"),
         sliding_window_ms=positive_duration(settings.sliding_window, "sliding window"),
@@ -80,6 +83,7 @@ def _params(settings: RunSettings, continuous: bool) -> Params:
         watermark_ms=parse_duration(settings.watermark, "--watermark"),
         zones=settings.zones,
         continuous=continuous,
+        options=options,
     )
     if params.slide_ms > params.sliding_window_ms:
         raise ConfigError(f"--slide {settings.slide} is longer than the sliding window {settings.sliding_window}: "
@@ -125,10 +129,13 @@ def plan_run(settings: RunSettings) -> RunPlan:
     >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
     """
     job = get_job(settings.job)
+    settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
     trigger = parse_trigger(settings.trigger)
     source = open_source(settings.source)
     source.event_schema = job.schema
-    params = _params(settings, trigger.continuous)
+    params = _params(settings, job, trigger.continuous)
+    if job.check is not None:
+        job.check(params)
     if trigger.continuous and not source.supports_continuous:
         raise ConfigError(f"source {source.uri.scheme}:// cannot be read in continuous mode: use a micro-batch trigger such as processing:1s")
     if trigger.continuous and settings.max_events:
@@ -172,6 +179,12 @@ def plan_run(settings: RunSettings) -> RunPlan:
                 raise ConfigError(f"outputs {destinations[where]!r} and {name!r} both write to the same {where[0]} "
                                   f"({sink.describe()}): give each its own")
             destinations[where] = name
+        if output.per_batch is not None and (trigger.continuous or trigger.realtime):
+            raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch): use a micro-batch trigger "
+                              "such as processing:1s")
+        if output.per_batch is not None and not sink.writes_batches:
+            raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch), which sink {sink.scheme}: "
+                              "cannot take: write it to console:, postgresql:, mysql: or redis:")
         mode = _mode_for(output, sink, settings.output_mode, trigger.continuous, trigger.realtime)
         queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
                                  state_dir / "checkpoints" / name))
@@ -216,10 +229,34 @@ def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
     """The DataFrame of one output: a stream, or with ``batch=True`` the same function on a static read."""
     max_events = plan.settings.max_events
     raw = plan.source.read_batch(spark, max_events) if batch else plan.source.read_stream(spark, max_events)
-    decoded = decode(raw, plan.job.schema)
+    decoded = plan.job.decode(raw)
     if output == "dead-letters":
         return decoded.dead_letters
-    return plan.job.pipeline(decoded.events, plan.params)[output]
+    df = plan.job.pipeline(decoded.events, plan.params)[output]
+    per_batch = plan.job.outputs[output].per_batch
+    return per_batch(df, 0) if batch and per_batch is not None else df
+
+
+class PerBatchWriter:
+    """A stream writer whose ``foreachBatch`` function receives ``per_batch(batch, batch_id)`` instead of the batch.
+
+    Sinks that write through ``foreachBatch`` (console, databases, Redis) take it unchanged.
+    """
+
+    def __init__(self, writer, per_batch: Callable[[Any, int], Any]):
+        self._writer, self._per_batch = writer, per_batch
+
+    def foreachBatch(self, write: Callable[[Any, int], None]):  # noqa: N802 — Spark's name
+        per_batch = self._per_batch
+        return self._writer.foreachBatch(lambda batch, batch_id: write(per_batch(batch, batch_id), batch_id))
+
+    def __getattr__(self, name: str):
+        return getattr(self._writer, name)
+
+
+def _per_batch_schema_frame(spark, df, per_batch):
+    """An empty static DataFrame with the columns ``per_batch`` gives (sinks create tables from it)."""
+    return per_batch(spark.createDataFrame([], df.schema), 0)
 
 
 @dataclass
@@ -284,6 +321,9 @@ class Run:
                 writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
                           .option("checkpointLocation", str(qp.checkpoint)))
                 writer = plan.trigger.apply(writer)
+                if qp.output.per_batch is not None:
+                    writer = PerBatchWriter(writer, qp.output.per_batch)
+                    df = _per_batch_schema_frame(self.spark, df, qp.output.per_batch)
                 # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
                 jvm_only = plan.trigger.continuous or plan.trigger.realtime
                 target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key)

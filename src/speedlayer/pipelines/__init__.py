@@ -5,8 +5,9 @@ from __future__ import annotations
 from speedlayer.errors import ConfigError
 from speedlayer.pipelines.base import Job
 from speedlayer.pipelines.fleet import FLEET
+from speedlayer.pipelines.wordcount import WORDCOUNT
 
-JOBS: dict[str, Job] = {job.name: job for job in (FLEET,)}
+JOBS: dict[str, Job] = {job.name: job for job in (FLEET, WORDCOUNT)}
 
 
 def get_job(name: str) -> Job:

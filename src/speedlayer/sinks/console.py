@@ -63,6 +63,7 @@ class ConsoleSink(Sink):
     guarantee = AT_LEAST_ONCE
     modes = (APPEND, UPDATE, COMPLETE)
     supports_continuous = True
+    writes_batches = True
 
     def __init__(self, uri: Uri):
         super().__init__(uri)
@@ -80,7 +81,7 @@ class ConsoleSink(Sink):
         def show(batch: DataFrame, batch_id: int) -> None:
             # One Spark job per batch: the newest rows plus the batch's row count.
             time_cols = [f.name for f in batch.schema.fields if f.dataType.typeName() == "timestamp"]
-            ordered = batch.orderBy(*(F.col(c).desc() for c in time_cols[-1:]))
+            ordered = batch.orderBy(F.col(time_cols[-1]).desc()) if time_cols else batch
             counted = ordered.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
             try:
                 rows = counted.limit(self.rows).collect()
