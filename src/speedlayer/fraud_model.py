@@ -58,7 +58,7 @@ def card_profiles(history: DataFrame) -> DataFrame:
     )
 
 
-def fraud_pipeline():
+def fraud_pipeline(max_iter: int = 100):
     """The unfitted Spark ML pipeline over ``card_features``' columns (label ``is_fraud``)."""
     from pyspark.ml import Pipeline
     from pyspark.ml.classification import LogisticRegression
@@ -68,7 +68,7 @@ def fraud_pipeline():
         StringIndexer(inputCol="merchant_category", outputCol="category_index", handleInvalid="keep"),
         OneHotEncoder(inputCol="category_index", outputCol="category_vec", handleInvalid="keep"),
         VectorAssembler(inputCols=list(FEATURES), outputCol="features"),
-        LogisticRegression(labelCol="is_fraud", featuresCol="features", maxIter=100, regParam=0.001),
+        LogisticRegression(labelCol="is_fraud", featuresCol="features", maxIter=max_iter, regParam=0.001),
     ])
 
 
@@ -131,7 +131,7 @@ def labelled(spark: SparkSession, generator_uri: str, first: int, end: int) -> D
 
 
 def train(spark: SparkSession, model_dir: str, generator_uri: str, events: int, holdout: int,
-          threshold: float = 0.5) -> dict[str, Any]:
+          threshold: float = 0.5, max_iter: int = 100) -> dict[str, Any]:
     """Fit on events 0 … events-1, evaluate on the next ``holdout``, save to ``model_dir``; the metadata.
 
     >>> train(spark, "models/fraud", "generator://?kind=transactions&seed=42", 100_000, 20_000)  # doctest: +SKIP
@@ -139,7 +139,7 @@ def train(spark: SparkSession, model_dir: str, generator_uri: str, events: int, 
     began = time.monotonic()
     history = labelled(spark, generator_uri, 0, events).cache()
     profiles = card_profiles(history).cache()
-    model = fraud_pipeline().fit(card_features(history, profiles))
+    model = fraud_pipeline(max_iter).fit(card_features(history, profiles))
     held_out = labelled(spark, generator_uri, events, events + holdout)
     scored = score(held_out.drop("is_fraud"), model, profiles).join(held_out.select("tx_id", "is_fraud"), "tx_id").cache()
     result = evaluate(scored, threshold)

@@ -18,7 +18,8 @@ GENERATOR = "generator://?kind=transactions&seed=9&cards=200&fraud=0.05&start=20
 @pytest.fixture(scope="module")
 def model(spark, tmp_path_factory):
     directory = tmp_path_factory.mktemp("fraud") / "model"
-    meta = train(spark, str(directory), GENERATOR, events=6000, holdout=3000)
+    # few iterations: each is a Spark job, and a small history converges early
+    meta = train(spark, str(directory), GENERATOR, events=5000, holdout=3000, max_iter=15)
     return directory, meta
 
 
