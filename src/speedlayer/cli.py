@@ -36,7 +36,8 @@ def jobs_command() -> None:
     from speedlayer.pipelines import JOBS
 
     for job in JOBS.values():
-        out.print(f"{job.name:<12} {job.summary} (outputs: {', '.join(job.outputs)})", soft_wrap=True, markup=False)
+        out.print(f"{job.name:<12} {job.summary} (outputs: {', '.join(job.outputs)}; default source: {job.default_source})",
+                  soft_wrap=True, markup=False)
 
 
 @app.command("run")
@@ -60,6 +61,7 @@ def run_command(
     max_events: Optional[int] = typer.Option(None, "--max-events", help="process exactly N generated events, then exit"),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])"),
     conf: Optional[List[str]] = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
+    option: Optional[List[str]] = typer.Option(None, "--option", help="KEY=VALUE job option, e.g. lowercase=false (repeatable)"),
     config: Optional[str] = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
     live: Optional[bool] = typer.Option(None, "--live/--no-live", help="redraw a live view (default: on a terminal)"),
     dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="serve the web dashboard and /metrics (default: with the live view)"),
@@ -84,6 +86,9 @@ def run_command(
         # --- speeding incidents (issue 4: incidents) ---
         "incident_after": incident_after, "incident_timeout": incident_timeout, "incident_updates": incident_updates,
         "incident_initial_state": incident_initial_state,
+
+
+        "options": pairs(option, "--option", "KEY=VALUE"),
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
     from speedlayer.run_command import Surfaces, execute
@@ -229,6 +234,47 @@ def status_command(
                 out.print(f"  operator {op.get('operatorId')} {op.get('operatorName')} store {op.get('stateStoreName')}, "
                           f"{op.get('numPartitions')} partitions, batches {op.get('minBatchId')}..{op.get('maxBatchId')}",
                           soft_wrap=True, markup=False)
+
+
+@app.command("train")
+def train_command(
+    job: str = typer.Argument(..., help="the job whose model to fit: fraud"),
+    model: str = typer.Option("models/fraud", "--model", help="directory to save the model in (replaced)"),
+    generator: str = typer.Option("generator://?kind=transactions", "--generator",
+                                  help="labelled history: a generator://?kind=transactions URI (seed, cards, fraud)"),
+    events: int = typer.Option(100_000, "--events", min=1000, help="transactions of history to fit on"),
+    holdout: int = typer.Option(20_000, "--holdout", min=100, help="later transactions held out to measure precision/recall"),
+    threshold: float = typer.Option(0.5, "--threshold", min=0.0, max=1.0, help="alert threshold the held-out figures are for"),
+    master: str = typer.Option("local[*]", "--master", help="Spark master that trains"),
+) -> None:
+    """Fit a job's model in batch on generated history and save it (fraud: Spark ML pipeline + card profiles)."""
+    if job != "fraud":
+        raise click.UsageError(f"no model to train for job {job!r}: only 'fraud' has one")
+    import tempfile
+    from pathlib import Path
+
+    from speedlayer.fraud_model import train
+    from speedlayer.session import build_session, check_java
+    from speedlayer.sources.generator import GeneratorSource
+    from speedlayer.uris import parse_uri
+
+    if GeneratorSource(parse_uri(generator, "--generator URI")).options.kind != "transactions":
+        raise click.UsageError("--generator must generate transactions: add kind=transactions")
+    check_java()
+    log_file = Path(tempfile.gettempdir()) / "speedlayer-train-spark.log"
+    err.print(f"starting Spark ({master}); Spark's log: {log_file}", soft_wrap=True, markup=False)
+    spark = build_session(master, {"spark.ui.enabled": "false"}, app_name="speedlayer-train", log_file=log_file)
+    try:
+        meta = train(spark, model, generator, events, holdout, threshold)
+    finally:
+        spark.stop()
+    h = meta["holdout"]
+    out.print(f"trained on {meta['history']['transactions']:,} transactions ({meta['history']['frauds']:,} fraud, "
+              f"{meta['history']['cards']:,} card profiles) in {meta['seconds']}s; saved to {Path(model).resolve()}",
+              soft_wrap=True, markup=False)
+    out.print(f"held out {h['transactions']:,} later transactions ({h['frauds']:,} fraud): at threshold {h['threshold']:g} "
+              f"precision {h['precision']:.3f}, recall {h['recall']:.3f}, ROC AUC {h['roc_auc']:.3f}",
+              soft_wrap=True, markup=False)
 
 
 @app.command("version")

@@ -55,13 +55,15 @@ class RunSettings(BaseModel):
     incident_timeout: str = "30s"
     incident_updates: bool = False
     incident_initial_state: str | None = None
+    #: the job's own options (``--option KEY=VALUE``), validated against the job's options model
+    options: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("output_mode", mode="before")
     @classmethod
     def _one_mode_for_all(cls, value: Any) -> Any:
         return {"*": value} if isinstance(value, str) else value
 
-    @field_validator("conf", mode="before")
+    @field_validator("conf", "options", mode="before")
     @classmethod
     def _conf_as_text(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
@@ -75,6 +77,14 @@ class RunSettings(BaseModel):
         data["sinks"] = {k: mask_secrets(v) for k, v in self.sinks.items()}
         data["conf"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.conf.items()}
         return data
+
+    def with_job_defaults(self, defaults: Mapping[str, str]) -> "RunSettings":
+        """These settings with the job's own defaults for every setting nobody gave.
+
+        >>> RunSettings(job="wordcount").with_job_defaults({"slide": "10s"}).slide
+        '10s'
+        """
+        return self.model_copy(update={k: v for k, v in defaults.items() if k not in self.model_fields_set})
 
 
 def pairs(items: list[str] | None, flag: str, hint: str) -> dict[str, str]:
@@ -123,7 +133,7 @@ def load_yaml(path: str) -> dict[str, Any]:
 def build_settings(file_values: Mapping[str, Any], flag_values: Mapping[str, Any]) -> RunSettings:
     """Merge the YAML file's values with the flags given on the command line (flags win).
 
-    Mappings (sinks, conf, output modes) merge key by key.
+    Mappings (sinks, conf, output modes, job options) merge key by key.
     """
     merged: dict[str, Any] = dict(file_values)
     if "output_mode" in merged:
@@ -131,7 +141,7 @@ def build_settings(file_values: Mapping[str, Any], flag_values: Mapping[str, Any
     for key, value in flag_values.items():
         if value is None or value == {} or value == []:
             continue
-        if key in ("sinks", "conf", "output_mode") and isinstance(merged.get(key), Mapping):
+        if key in ("sinks", "conf", "output_mode", "options") and isinstance(merged.get(key), Mapping):
             merged[key] = {**merged[key], **value}
         else:
             merged[key] = value

@@ -59,6 +59,12 @@ def _in_range(field: Field, typed: Column) -> Column | None:
     return (typed < field.min) | (typed > field.max)
 
 
+def _not_a_choice(field: Field, typed: Column) -> Column | None:
+    if field.choices is None:
+        return None
+    return ~typed.isin(*field.choices)
+
+
 def _too_far_ahead(typed: Column, ingest_time: Column, schema: EventSchema) -> Column:
     return typed > ingest_time + F.expr(f"INTERVAL {schema.max_ahead_ms} MILLISECONDS")
 
@@ -73,6 +79,9 @@ def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, sche
     outside = _in_range(field, typed)
     if outside is not None:
         checks.append(F.when(outside, F.lit(f"field '{name}' is outside [{field.min:g}, {field.max:g}]")))
+    unknown = _not_a_choice(field, typed)
+    if unknown is not None:
+        checks.append(F.when(unknown, F.lit(f"field '{name}' is not one of {', '.join(field.choices)}")))
     if name == schema.time_field:
         checks.append(F.when(_too_far_ahead(typed, ingest_time, schema),
                              F.lit(f"field '{name}' is more than {schema.max_ahead_ms // 1000}s ahead of ingest time")))
@@ -84,9 +93,9 @@ def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column
     ok = F.lit(True)
     for f in schema.fields:
         ok = ok & typed[f.name].isNotNull()
-        outside = _in_range(f, typed[f.name])
-        if outside is not None:
-            ok = ok & ~outside
+        for refused in (_in_range(f, typed[f.name]), _not_a_choice(f, typed[f.name])):
+            if refused is not None:
+                ok = ok & ~refused
         if f.name == schema.time_field:
             ok = ok & ~_too_far_ahead(typed[f.name], ingest_time, schema)
     return ok

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from speedlayer.config import RunSettings
-from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.monitor.metrics import OBSERVATION
@@ -33,6 +32,7 @@ from speedlayer.sources import open_source
 from speedlayer.state.incidents import check_initial_state
 from speedlayer.sources.base import Source
 from speedlayer.triggers import Trigger, parse_trigger
+from speedlayer.uris import parse_options
 
 MANIFEST = "speedlayer-run.json"
 #: what the last run did (per query: batches, rows, final watermark), written when it stops
@@ -74,7 +74,10 @@ class RunPlan:
     prepared: bool = False
 
 
-def _params(settings: RunSettings, continuous: bool) -> Params:
+def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
+    if settings.options and job.options is None:
+        raise ConfigError(f"job {job.name!r} takes no --option")
+    options = parse_options(job.options, settings.options, f"job {job.name}") if job.options else None
     params = Params(
         window_ms=positive_duration(settings.window, "--window"),
         sliding_window_ms=positive_duration(settings.sliding_window, "sliding window"),
@@ -91,6 +94,7 @@ def _params(settings: RunSettings, continuous: bool) -> Params:
         incident_timeout_ms=positive_duration(settings.incident_timeout, "--incident-timeout"),
         incident_updates=settings.incident_updates,
         incident_initial_state=settings.incident_initial_state,
+        options=options,
     )
     # --- count windows (state-windows) ---
     if params.count_window <= 0:
@@ -140,10 +144,13 @@ def plan_run(settings: RunSettings) -> RunPlan:
     >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
     """
     job = get_job(settings.job)
+    settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
     trigger = parse_trigger(settings.trigger)
     source = open_source(settings.source)
     source.event_schema = job.schema
-    params = _params(settings, trigger.continuous)
+    params = _params(settings, job, trigger.continuous)
+    if job.check is not None:
+        job.check(params)
     if trigger.continuous and not source.supports_continuous:
         raise ConfigError(f"source {source.uri.scheme}:// cannot be read in continuous mode: use a micro-batch trigger such as processing:1s")
     if trigger.continuous and settings.max_events:
@@ -187,6 +194,12 @@ def plan_run(settings: RunSettings) -> RunPlan:
                 raise ConfigError(f"outputs {destinations[where]!r} and {name!r} both write to the same {where[0]} "
                                   f"({sink.describe()}): give each its own")
             destinations[where] = name
+        if output.per_batch is not None and (trigger.continuous or trigger.realtime):
+            raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch): use a micro-batch trigger "
+                              "such as processing:1s")
+        if output.per_batch is not None and not sink.writes_batches:
+            raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch), which sink {sink.scheme}: "
+                              "cannot take: write it to console:, postgresql:, mysql: or redis:")
         mode = _mode_for(output, sink, settings.output_mode, trigger.continuous, trigger.realtime)
         if output.check is not None:  # settings only this output depends on (state-windows)
             output.check(params)
@@ -248,10 +261,34 @@ def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
     # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
     # computes inside each micro-batch; continuous and real-time mode have no such batches.
     observed = not batch and not (plan.trigger.continuous or plan.trigger.realtime)
-    decoded = decode(raw, plan.job.schema, observe=OBSERVATION if observed else None)
+    decoded = plan.job.decode(raw, observe=OBSERVATION if observed else None)
     if output == "dead-letters":
         return decoded.dead_letters
-    return plan.job.pipeline(decoded.events, plan.params)[output]
+    df = plan.job.pipeline(decoded.events, plan.params)[output]
+    per_batch = plan.job.outputs[output].per_batch
+    return per_batch(df, 0) if batch and per_batch is not None else df
+
+
+class PerBatchWriter:
+    """A stream writer whose ``foreachBatch`` function receives ``per_batch(batch, batch_id)`` instead of the batch.
+
+    Sinks that write through ``foreachBatch`` (console, databases, Redis) take it unchanged.
+    """
+
+    def __init__(self, writer, per_batch: Callable[[Any, int], Any]):
+        self._writer, self._per_batch = writer, per_batch
+
+    def foreachBatch(self, write: Callable[[Any, int], None]):  # noqa: N802 — Spark's name
+        per_batch = self._per_batch
+        return self._writer.foreachBatch(lambda batch, batch_id: write(per_batch(batch, batch_id), batch_id))
+
+    def __getattr__(self, name: str):
+        return getattr(self._writer, name)
+
+
+def _per_batch_schema_frame(spark, df, per_batch):
+    """An empty static DataFrame with the columns ``per_batch`` gives (sinks create tables from it)."""
+    return per_batch(spark.createDataFrame([], df.schema), 0)
 
 
 @dataclass
@@ -324,6 +361,9 @@ class Run:
                 writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
                           .option("checkpointLocation", str(qp.checkpoint)))
                 writer = plan.trigger.apply(writer)
+                if qp.output.per_batch is not None:
+                    writer = PerBatchWriter(writer, qp.output.per_batch)
+                    df = _per_batch_schema_frame(self.spark, df, qp.output.per_batch)
                 query = qp.sink.start(writer, df, target)
                 qp.name = query.name  # a sink may name its query (the memory sink names its table so)
                 self.queries.append(query)

@@ -38,12 +38,13 @@ Kind = Literal["string", "double", "long", "timestamp"]
 
 @dataclass(frozen=True)
 class Field:
-    """One field of an event: its type and the range a valid value lies in (inclusive)."""
+    """One field of an event: its type and the range a valid value lies in (inclusive), or its allowed values."""
 
     name: str
     kind: Kind
     min: float | None = None
     max: float | None = None
+    choices: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,5 +73,39 @@ VEHICLE_EVENT = EventSchema(
         Field("lat", "double", -90, 90),
         Field("lon", "double", -180, 180),
     ),
+    time_field="event_time",
+)
+
+
+#: what a mobile app reports; any other action is refused to dead letters
+APP_ACTIONS = ("open", "view", "click", "search", "add_to_cart", "purchase", "share", "close")
+
+APP_ACTION = EventSchema(
+    name="app action",
+    fields=(
+        Field("id", "string"),
+        Field("time", "timestamp"),
+        Field("action", "string", choices=APP_ACTIONS),
+    ),
+    time_field="time",
+)
+
+CARD_TRANSACTION = EventSchema(
+    name="card transaction",
+    fields=(
+        Field("tx_id", "string"),
+        Field("card_id", "string"),
+        Field("time", "timestamp"),
+        Field("amount", "double", 0, 1_000_000),
+        Field("merchant_category", "string"),
+        Field("country", "string"),
+    ),
+    time_field="time",
+)
+
+#: a line of text (word count); ``event_time`` is the line's leading timestamp, else its arrival time
+TEXT_LINE = EventSchema(
+    name="text line",
+    fields=(Field("line", "string"), Field("event_time", "timestamp")),
     time_field="event_time",
 )

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from speedlayer.errors import ConfigError
+from speedlayer.pipelines.app_actions import APP_ACTIONS_JOB
 from speedlayer.pipelines.base import Job
 from speedlayer.pipelines.fleet import FLEET
+from speedlayer.pipelines.fraud import FRAUD
+from speedlayer.pipelines.wordcount import WORDCOUNT
 
-JOBS: dict[str, Job] = {job.name: job for job in (FLEET,)}
+JOBS: dict[str, Job] = {job.name: job for job in (FLEET, WORDCOUNT, APP_ACTIONS_JOB, FRAUD)}
 
 
 def get_job(name: str) -> Job:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
+from pydantic import BaseModel
 from pyspark.sql import DataFrame
 
+from speedlayer.decode import Decoded, decode
 from speedlayer.schemas import EventSchema
 
 APPEND, UPDATE, COMPLETE = "append", "update", "complete"
@@ -24,6 +26,8 @@ class Params:
     zones: str | None = None  # a zones CSV; None is the table shipped with the package
     #: continuous mode keeps no state: no watermark, and re-sent events are not dropped
     continuous: bool = False
+    #: the job's own options (an instance of ``Job.options``), from ``--option KEY=VALUE``
+    options: Any = None
 
     # --- trips, count windows (state-windows) ---
     trip_gap_ms: int = 300_000  # a trip ends after this long without a ping of its vehicle
@@ -48,6 +52,9 @@ class Output:
     key: tuple[str, ...] = ()
     #: checks the settings this output depends on (raises ConfigError); the runner calls it for selected outputs
     check: Callable[[Params], None] | None = None
+    #: computed on each micro-batch alone, inside ``foreachBatch``: ``per_batch(rows, batch_id)``
+    #: turns the pipeline's rows of one batch into this output (on a static DataFrame: batch id 0)
+    per_batch: Callable[[DataFrame, int], DataFrame] | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,26 @@ class Job:
     pipeline: Callable[[DataFrame, Params], Mapping[str, DataFrame]]
     outputs: Mapping[str, Output]
     default_outputs: tuple[str, ...] = field(default=())
+    #: the source a run reads when it names none (``--source`` and the config file win)
+    default_source: str = "generator://"
+    #: run settings this job defaults differently, e.g. ``{"sliding_window": "30s"}`` (flags win)
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    #: a pydantic model of the job's options (``--option KEY=VALUE``); None: it takes none
+    options: type[BaseModel] | None = None
+    #: RAW rows -> typed events and dead letters; None: JSON validated against ``schema``
+    decoder: Callable[[DataFrame, EventSchema], Decoded] | None = None
+    #: checks before start that need no Spark (a model on disk, ...); raises ConfigError
+    check: Callable[[Params], None] | None = None
+
+    def decode(self, raw: DataFrame, observe: str | None = None) -> Decoded:
+        """Typed events and dead letters of RAW rows, the way this job reads its payloads.
+
+        ``observe`` names decode's per-batch observation (latency, dead letters) for the metrics;
+        a job with its own decoder has none.
+        """
+        if self.decoder is None:
+            return decode(raw, self.schema, observe=observe)
+        return self.decoder(raw, self.schema)
 
 
 DEAD_LETTERS = Output(

@@ -42,6 +42,8 @@ class Sink(ABC):
     guarantee: ClassVar[str]
     modes: ClassVar[tuple[str, ...]]
     supports_continuous: ClassVar[bool] = False
+    #: whether it writes through ``foreachBatch`` (so it can take outputs computed per micro-batch)
+    writes_batches: ClassVar[bool] = False
 
     def __init__(self, uri: Uri):
         self.uri = uri

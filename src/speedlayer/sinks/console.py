@@ -63,6 +63,7 @@ class ConsoleSink(Sink):
     guarantee = AT_LEAST_ONCE
     modes = (APPEND, UPDATE, COMPLETE)
     supports_continuous = True
+    writes_batches = True
 
     def __init__(self, uri: Uri):
         super().__init__(uri)
@@ -87,7 +88,7 @@ def newest_rows(batch: DataFrame, batch_id: int, job: str, output: str, rows: in
     """The newest ``rows`` of a micro-batch (by its last timestamp column) and its row count, in one
     Spark job. Used by the console sink and the dashboard's feed."""
     time_cols = [f.name for f in batch.schema.fields if f.dataType.typeName() == "timestamp"]
-    ordered = batch.orderBy(*(F.col(c).desc() for c in time_cols[-1:]))
+    ordered = batch.orderBy(F.col(time_cols[-1]).desc()) if time_cols else batch
     counted = ordered.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
     try:
         found = counted.limit(rows).collect()

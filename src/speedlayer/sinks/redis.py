@@ -209,6 +209,7 @@ class RedisSink(Sink):
     scheme = "redis"
     guarantee = EXACTLY_ONCE
     modes = (APPEND, UPDATE)
+    writes_batches = True
 
     def __init__(self, uri: Uri):
         super().__init__(uri)

@@ -216,6 +216,7 @@ class SqlSink(Sink):
 
     guarantee = EXACTLY_ONCE
     modes = (APPEND, UPDATE, COMPLETE)
+    writes_batches = True
     dialect: ClassVar[Dialect]
 
     def __init__(self, uri: Uri):

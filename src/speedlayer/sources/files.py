@@ -1,9 +1,10 @@
-"""``files:///landing?format=json|csv|parquet`` — a landing directory read with Spark's file source.
+"""``files:///landing?format=json|text|csv|parquet`` — a landing directory read with Spark's file source.
 
 Every format yields RAW rows whose ``value`` is the event's JSON text, so ``decode`` validates
 them all the same way and a bad row becomes a dead letter instead of failing the batch:
 
-- ``json``: one event per line (JSON lines), kept as written. Each file is read whole by one task
+- ``json``: one event per line (JSON lines), kept as written. ``text`` reads the same way, one
+  payload per line, for jobs whose payloads are plain text (``wordcount``). Each file is read whole by one task
   (that is what gives every line its number), so keep landing files to some hundred MB each.
 - ``csv``: a header row with the wire-format field names (``event_id,vehicle_id,event_time,
   speed_kmh,lat,lon``), in that order; every field is read as text and the row becomes
@@ -45,7 +46,7 @@ _WIRE_TYPES = {"string": T.StringType(), "double": T.DoubleType(), "long": T.Lon
 
 
 class FilesOptions(BaseModel):
-    format: Literal["json", "csv", "parquet"] = "json"
+    format: Literal["json", "text", "csv", "parquet"] = "json"
     max_files_per_trigger: int | None = Field(None, gt=0)
     latest_first: bool = False
     clean_source: Literal["off", "archive", "delete"] = "off"
@@ -84,7 +85,7 @@ class FilesSource(Source):
             raise ConfigError("files:// source_archive_dir is used only with clean_source=archive: add it or drop the directory")
 
     def describe(self) -> str:
-        kind = {"json": "JSON lines", "csv": "CSV", "parquet": "parquet"}[self.options.format]
+        kind = {"json": "JSON lines", "text": "text lines", "csv": "CSV", "parquet": "parquet"}[self.options.format]
         cleaning = {"archive": f", processed files moved to {self.archive_dir}", "delete": ", processed files deleted"}
         return f"files:{self.path} ({kind}{cleaning.get(self.options.clean_source, '')})"
 
@@ -115,7 +116,7 @@ class FilesSource(Source):
 
     def _load(self, spark: SparkSession, streaming: bool) -> DataFrame:
         reader = spark.readStream.options(**self._spark_options()) if streaming else spark.read
-        rows = {"json": self._json_lines, "csv": self._csv_rows, "parquet": self._parquet_rows}[self.options.format]
+        rows = {"json": self._json_lines, "text": self._json_lines, "csv": self._csv_rows, "parquet": self._parquet_rows}[self.options.format]
         return rows(spark, reader).select(
             "value",
             F.lit(None).cast("string").alias("key"),

@@ -36,6 +36,8 @@ _MALFORMED_KINDS = 7
 #: event kinds the generator makes: name -> "module:function" building RAW rows from ``(seq, opts, start_ms)``
 KINDS: dict[str, str] = {
     "vehicles": "speedlayer.sources.generator:vehicle_events",
+    "actions": "speedlayer.sources.generator_actions:action_events",
+    "transactions": "speedlayer.sources.generator_transactions:transaction_events",
 }
 
 
@@ -43,6 +45,8 @@ class GeneratorOptions(BaseModel):
     kind: str = Field("vehicles", description="what to generate: " + ", ".join(KINDS))
     rate: int = Field(5000, gt=0, description="events per second (paced), also the event-time spacing")
     vehicles: int = Field(2000, gt=0)
+    cards: int = Field(2000, gt=0, description="kind=transactions: number of cards")
+    fraud: float = Field(0.01, ge=0, le=1, description="kind=transactions: fraction of fraudulent transactions")
     seed: int = 42
     start: str | None = Field(None, description="event-time origin, ISO-8601 or epoch ms; default: first start of the run")
     disorder: str = Field("2s", description="maximum event-time disorder")
@@ -247,7 +251,8 @@ class GeneratorSource(Source):
     def describe(self) -> str:
         o = self.options
         start = datetime.fromtimestamp((self.start_ms or 0) / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"generator ({o.kind}, seed={o.seed}, rate={o.rate}/s, vehicles={o.vehicles}, start={start})"
+        vehicles = f", vehicles={o.vehicles}" if o.kind == "vehicles" else ""
+        return f"generator ({o.kind}, seed={o.seed}, rate={o.rate}/s{vehicles}, start={start})"
 
     def _start(self) -> int:
         if self.start_ms is None:

@@ -1,0 +1,62 @@
+"""Decode text lines (word count): a payload is a line of text, not JSON.
+
+Blank lines are ignored. A line may start with an ISO-8601 timestamp followed by white space
+(``2026-11-22T10:00:03Z to be or not to be``); that is its event time, otherwise its arrival time
+(``ingest_time``) is. Refused to dead letters, each with its reason: binary data (bytes that are
+not UTF-8 text, or control characters), lines longer than 1 MiB (their payload cut to the first
+KiB), a leading timestamp that is not a valid time or lies over an hour ahead of arrival.
+Everything is a Spark expression, so it runs in the JVM on static DataFrames and streams alike.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from speedlayer.decode import Decoded
+from speedlayer.schemas import TEXT_LINE, EventSchema
+
+#: the longest line accepted, in bytes of UTF-8
+MAX_LINE_BYTES = 1 << 20
+#: how much of a refused over-long line its dead letter keeps
+KEPT_CHARS = 1024
+#: a leading timestamp: ISO-8601 date and time, optional fraction and zone, then white space
+LEADING_TIME = r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)\s+"
+#: what text lines never hold: NUL and other control characters (tab aside), and U+FFFD, which
+#: Spark's UTF-8 decoding puts where bytes were not UTF-8
+BINARY = "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f\\ufffd]"
+
+
+def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE) -> Decoded:
+    """Split RAW rows of text lines into ``events`` (line, event_time, ingest_time) and dead letters.
+
+    >>> decode_lines(raw_df).events.columns                  # doctest: +SKIP
+    ['line', 'event_time', 'ingest_time']
+    """
+    value = F.col("value")
+    lines = raw.where(value.isNull() | (F.trim(value) != ""))
+    stamp = F.regexp_extract(value, LEADING_TIME, 1)
+    parsed = lines.select(
+        "value", "key", "offset", "ingest_time",
+        F.when(stamp != "", stamp).alias("_stamp"),
+        F.when(stamp != "", F.replace(stamp, F.lit(" "), F.lit("T")).try_cast("timestamp")).alias("_time"),
+    )
+    ahead = F.col("ingest_time") + F.expr(f"INTERVAL {schema.max_ahead_ms} MILLISECONDS")
+    too_long = F.octet_length(value) > MAX_LINE_BYTES
+    reason = F.coalesce(
+        F.when(value.isNull(), F.lit("empty payload")),
+        F.when(too_long, F.format_string(f"line longer than 1 MiB (%d bytes): split it; payload cut to {KEPT_CHARS} characters",
+                                         F.octet_length(value))),
+        F.when(value.rlike(BINARY), F.lit("binary data, not a line of UTF-8 text")),
+        F.when(F.col("_stamp").isNotNull() & F.col("_time").isNull(),
+               F.lit("leading timestamp is not a valid time (ISO-8601 expected)")),
+        F.when(F.col("_time") > ahead, F.lit(f"leading timestamp is more than {schema.max_ahead_ms // 1000}s ahead of arrival")),
+    )
+    checked = parsed.select("*", reason.alias("_reason"))
+    text = F.when(F.col("_stamp").isNotNull(), F.regexp_replace(value, LEADING_TIME, "")).otherwise(value)
+    events = checked.where(F.col("_reason").isNull()).select(
+        text.alias("line"), F.coalesce(F.col("_time"), F.col("ingest_time")).alias("event_time"), "ingest_time")
+    payload = F.when(too_long, F.substring(value, 1, KEPT_CHARS)).otherwise(value)
+    dead_letters = checked.where(F.col("_reason").isNotNull()).select(
+        payload.alias("payload"), F.col("_reason").alias("reason"), "ingest_time", "key", "offset")
+    return Decoded(events=events, dead_letters=dead_letters)

@@ -1,0 +1,58 @@
+"""fraud: train in batch on generated history, refuse a missing/foreign model before start, score a stream."""
+
+import json
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from speedlayer.config import RunSettings
+from speedlayer.errors import ConfigError
+from speedlayer.fraud_model import labelled, train
+from speedlayer.runner import Run, plan_run
+from tests.helpers import batch_output
+
+GENERATOR = "generator://?kind=transactions&seed=9&cards=200&fraud=0.05&start=2026-11-22T10:00:00Z&rate=100"
+
+
+@pytest.fixture(scope="module")
+def model(spark, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("fraud") / "model"
+    # few iterations: each is a Spark job, and a small history converges early
+    meta = train(spark, str(directory), GENERATOR, events=5000, holdout=3000, max_iter=15)
+    return directory, meta
+
+
+def test_training_learns_the_fraud_patterns(model):
+    directory, meta = model
+    held = meta["holdout"]
+    assert held["frauds"] > 100
+    assert held["precision"] > 0.8 and held["recall"] > 0.5 and held["roc_auc"] > 0.9, held
+    assert json.loads((directory / "speedlayer-model.json").read_text())["history"]["cards"] == 200
+
+
+def test_a_missing_or_foreign_model_is_refused_before_start(tmp_path):
+    with pytest.raises(ConfigError, match=r"no fraud model at .*: train one first: speedlayer train fraud --model") as err:
+        plan_run(RunSettings(job="fraud", options={"model": str(tmp_path / "nothing")}))
+    assert "\n" not in str(err.value)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "speedlayer-model.json").write_text('{"job": "fraud", "format": 0, "features": []}')
+    with pytest.raises(ConfigError, match="made for another job or version"):
+        plan_run(RunSettings(job="fraud", options={"model": str(tmp_path / "other")}))
+    with pytest.raises(ConfigError, match="job fraud option 'threshold'"):
+        plan_run(RunSettings(job="fraud", options={"model": str(tmp_path / "other"), "threshold": "2"}))
+
+
+def test_the_stream_scores_like_the_batch_and_alerts_catch_fraud(spark, model, tmp_path):
+    directory, _ = model
+    settings = RunSettings(job="fraud", source=f"{GENERATOR}&rows_per_batch=1000", max_events=2000,
+                           state_dir=str(tmp_path / "state"), options={"model": str(directory), "threshold": "0.5"},
+                           sinks={"alerts": "memory:fraud_alerts"})
+    summary = Run(spark, plan_run(settings)).start_and_wait()
+    assert summary.stopped_by == "--max-events 2000"
+    alerts = spark.table("fraud_alerts")
+    assertDataFrameEqual(alerts, batch_output(spark, settings, "alerts"), rtol=1e-9)
+    truth = labelled(spark, GENERATOR, 0, 2000).select("tx_id", "is_fraud")
+    hits = alerts.join(truth, "tx_id").agg(F.count(F.lit(1)).alias("n"), F.sum("is_fraud").alias("fraud")).first()
+    assert hits.n > 20 and hits.fraud / hits.n > 0.8
+    assert alerts.where("fraud_score < 0.5 or home_country is null").count() == 0
