@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from pydantic import BaseModel
 from pyspark.sql import DataFrame
@@ -87,6 +87,34 @@ class Job:
         if self.decoder is None:
             return decode(raw, self.schema, observe=observe)
         return self.decoder(raw, self.schema)
+
+
+class LazyOutputs(Mapping[str, DataFrame]):
+    """A job's outputs, each built the first time it is asked for.
+
+    A run starts one query per selected output, each asking the pipeline for one output; building
+    the stateful ones (transformWithState, session windows) costs about a second of planning, so
+    the others are never built.
+
+    >>> outputs = LazyOutputs({"alerts": lambda: alerts_df})  # doctest: +SKIP
+    >>> outputs["alerts"] is alerts_df                         # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, builders: Mapping[str, Callable[[], DataFrame]]):
+        self._builders = dict(builders)
+        self._built: dict[str, DataFrame] = {}
+
+    def __getitem__(self, name: str) -> DataFrame:
+        if name not in self._built:
+            self._built[name] = self._builders[name]()
+        return self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __len__(self) -> int:
+        return len(self._builders)
 
 
 DEAD_LETTERS = Output(

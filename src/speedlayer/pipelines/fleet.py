@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.durations import spark_interval
-from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, Output, Params
+from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.incidents import speeding_incidents
 from speedlayer.pipelines.late import late_events
 from speedlayer.schemas import VEHICLE_EVENT
@@ -102,25 +102,24 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
     watermarked = with_watermark(events, params)
     clean = drop_duplicate_events(watermarked, params)
     outputs = {
-        "windows": speed_windows(clean, params),
-        "sliding": sliding_averages(clean, params),
-        "alerts": overspeed_alerts(clean, params),
+        "windows": lambda: speed_windows(clean, params),
+        "sliding": lambda: sliding_averages(clean, params),
+        "alerts": lambda: overspeed_alerts(clean, params),
     }
-    if params.continuous:  # the outputs below keep state, which continuous mode has none of
-        return outputs
-    from speedlayer.pipelines.congestion import zone_congestion
-    from speedlayer.pipelines.count_windows import count_windows
-    from speedlayer.pipelines.trips import trips
+    if not params.continuous:  # the outputs below keep state, which continuous mode has none of
+        from speedlayer.pipelines.congestion import zone_congestion
+        from speedlayer.pipelines.count_windows import count_windows
+        from speedlayer.pipelines.trips import trips
 
-    outputs.update({
-        "trips": trips(clean, params),
-        "congestion": zone_congestion(clean, params),
-        "count-windows": count_windows(clean, params),
-        "incidents": speeding_incidents(with_speed_limit(clean, params), params),
-        # late events are judged before dedup, as Spark's own watermark filter sees them
-        "late": late_events(watermarked, params),
-    })
-    return outputs
+        outputs.update({
+            "trips": lambda: trips(clean, params),
+            "congestion": lambda: zone_congestion(clean, params),
+            "count-windows": lambda: count_windows(clean, params),
+            "incidents": lambda: speeding_incidents(with_speed_limit(clean, params), params),
+            # late events are judged before dedup, as Spark's own watermark filter sees them
+            "late": lambda: late_events(watermarked, params),
+        })
+    return LazyOutputs(outputs)
 
 
 def _check_trip_gap(params: Params) -> None:  # state-windows
