@@ -31,6 +31,10 @@ class LineServer:
         self.connections: list[socket.socket] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
+    def payload(self) -> bytes:
+        """What every connection receives."""
+        return "".join(f"{line}\n" for line in self.lines).encode()
+
     def _serve(self) -> None:
         while True:
             try:
@@ -39,7 +43,7 @@ class LineServer:
                 return
             self.connections.append(conn)
             try:
-                conn.sendall("".join(f"{line}\n" for line in self.lines).encode())
+                conn.sendall(self.payload())
             except OSError:
                 pass  # the reachability probe hangs up at once
 

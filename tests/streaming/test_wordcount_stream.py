@@ -42,17 +42,8 @@ def test_files_give_per_batch_counts_and_windows_on_event_or_arrival_time(spark,
 class ByteServer(LineServer):
     """Sends raw bytes (not lines of text) to every connection."""
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections.append(conn)
-            try:
-                conn.sendall(b"".join(self.lines))
-            except OSError:
-                pass
+    def payload(self) -> bytes:
+        return b"".join(self.lines)
 
 
 def test_socket_garbage_and_huge_lines_become_dead_letters_and_the_job_goes_on(spark, tmp_path):

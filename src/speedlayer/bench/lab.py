@@ -302,26 +302,24 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
         t_end = t_start + cfg.cell_s
         if trigger.kind == "available-now":
             # a scheduler starts a run every schedule_s; each processes what has landed, then stops
+            def scheduled_run(name: str) -> None:
+                run = _start(spark, cfg, output, mode, feed.uri, state, name)
+                runs.append(run)
+                began_run = time.monotonic()
+                run.start()
+                run.wait()
+                run_s.append(time.monotonic() - began_run)
+
             next_run, k = t_start + min(cfg.schedule_s, cfg.cell_s), 0
             while time.time() < t_end:
                 time.sleep(max(0.0, min(next_run, t_end) - time.time()))
                 if time.time() >= t_end:
                     break
                 k += 1
-                run = _start(spark, cfg, output, mode, feed.uri, state, f"bench_{index}_{k}")
-                runs.append(run)
-                began_run = time.monotonic()
-                run.start()
-                run.wait()
-                run_s.append(time.monotonic() - began_run)
+                scheduled_run(f"bench_{index}_{k}")
                 next_run += cfg.schedule_s
             feed.stop()
-            run = _start(spark, cfg, output, mode, feed.uri, state, f"bench_{index}_last")
-            runs.append(run)
-            began_run = time.monotonic()
-            run.start()
-            run.wait()
-            run_s.append(time.monotonic() - began_run)
+            scheduled_run(f"bench_{index}_last")
             # a scheduled run that outlasts its period means the next one starts late: not kept up
             drained = max(run_s) <= cfg.schedule_s
             time.sleep(0.2)  # the watcher's next polls
