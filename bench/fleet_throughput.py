@@ -168,21 +168,24 @@ def _noop_sink():
     return NoopSink(parse_uri("noop:", "sink URI"))
 
 
-def start_speedlayer(spark, args: argparse.Namespace, tmp: Path, uri: str, table: str = "bench_windows"):
+def start_speedlayer(spark, args: argparse.Namespace, tmp: Path, uri: str, table: str = "bench_windows",
+                     outputs: tuple[str, ...] = ("windows",)):
     """``speedlayer run fleet --source URI --sink windows=memory:TABLE --state-dir TMP`` through the runner.
 
-    With ``--sink noop`` the planned memory sink is swapped for a noop Sink object before the
+    With ``--sink noop`` the planned memory sinks are swapped for noop Sink objects before the
     run starts; everything else (source, decode, pipeline, trigger, checkpoint, listener) is the
-    runner's own.
+    runner's own. Each of ``outputs`` is one query of the run; the first is returned with it.
     """
     from speedlayer.config import RunSettings
     from speedlayer.runner import Run, plan_run
 
-    settings = RunSettings(job="fleet", source=uri, sinks={"windows": f"memory:{table}"},
-                           state_dir=str(tmp / "state"), master=args.master)
+    sinks = {name: f"memory:{table}" if i == 0 else f"memory:{table}_{name.replace('-', '_')}"
+             for i, name in enumerate(outputs)}
+    settings = RunSettings(job="fleet", source=uri, sinks=sinks, state_dir=str(tmp / "state"), master=args.master)
     plan = plan_run(settings)
     if args.sink == "noop":
-        plan.queries[0].sink = _noop_sink()
+        for planned in plan.queries:
+            planned.sink = _noop_sink()
     run = Run(spark, plan)
     run.start()
     return run, run.queries[0]
@@ -235,6 +238,33 @@ def measure(progress: list[dict[str, Any]], warmup: int, batches: int) -> dict[s
     }
 
 
+def _measure_job(result: dict[str, Any], queries: list, args: argparse.Namespace) -> None:
+    """Throughput of a job whose outputs are several queries, each reading every event.
+
+    The queries share the cores, so the job's events/s is the events of the measured batches over
+    the span from the first measured batch's start (any query) to the last one's end (any query).
+    ``events_per_s`` and ``events_per_s_span`` are both set to it; each query's own figures stay
+    under ``queries``.
+    """
+    per_query, starts, ends = {}, [], []
+    for q in queries:
+        progress = [json.loads(p.json) for p in q.recentProgress]
+        own = measure(progress, args.warmup, args.batches)
+        by_id = {int(p["batchId"]): p for p in progress}
+        first = datetime.fromisoformat(by_id[args.warmup]["timestamp"].replace("Z", "+00:00")).timestamp()
+        last_p = by_id[args.batches - 1]
+        last = (datetime.fromisoformat(last_p["timestamp"].replace("Z", "+00:00")).timestamp()
+                + int(last_p["durationMs"]["triggerExecution"]) / 1000)
+        starts.append(first)
+        ends.append(last)
+        per_query[q.name] = {k: own[k] for k in ("events_per_s", "events_per_s_span", "batch_ms", "median_duration_ms",
+                                                  "state_operators")}
+    events = (args.batches - args.warmup) * args.rows_per_batch
+    job_rate = events / (max(ends) - min(starts))
+    result.update(events_per_s=job_rate, events_per_s_span=job_rate, queries=per_query,
+                  batch_ms=[b for q in per_query.values() for b in q["batch_ms"]])
+
+
 def child_side(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{args.child}-"))
     t0 = time.monotonic()
@@ -242,11 +272,16 @@ def child_side(args: argparse.Namespace) -> dict[str, Any]:
         spark = _session(args, tmp, args.child)
         t_session = time.monotonic()
         uri = generator_uri(args)
+        outputs = tuple(args.outputs.split(","))
         if args.child == "speedlayer":
-            run, query = start_speedlayer(spark, args, tmp, uri)
+            run, query = start_speedlayer(spark, args, tmp, uri, outputs=outputs)
+            queries = list(run.queries)
         else:
             run, query = None, start_plain(spark, args, tmp, uri)
+            queries = [query]
         samples = _wait_for_batches(query, args.batches, args.warmup)
+        for other in queries[1:]:  # the job is done when every output has run its batches
+            _wait_for_batches(other, args.batches, args.warmup)
         if run is not None:
             run.stop_requested.set()
             run.wait()  # the runner's own graceful stop
@@ -255,6 +290,10 @@ def child_side(args: argparse.Namespace) -> dict[str, Any]:
         t_stopped = time.monotonic()
         progress = [json.loads(p.json) for p in query.recentProgress]
         result = measure(progress, args.warmup, args.batches)
+        if len(queries) > 1:
+            _measure_job(result, queries, args)
+        elif args.outputs != "windows":  # compare like with like: both sides measured over their span
+            result["events_per_s"] = result["events_per_s_span"]
         result["codegen"] = codegen_stats(query)
         result["batches_run"] = len(progress)
         result["all_batch_ms"] = [int(p["durationMs"]["triggerExecution"]) for p in progress]
@@ -365,7 +404,7 @@ def wait_until_quiet(args: argparse.Namespace) -> float:
 def _child_args(args: argparse.Namespace) -> list[str]:
     return ["--batches", str(args.batches), "--warmup", str(args.warmup), "--rows-per-batch", str(args.rows_per_batch),
             "--rate", str(args.rate), "--seed", str(args.seed), "--duplicates", str(args.duplicates),
-            "--sink", args.sink, "--master", args.master, *(x for item in args.conf for x in ("--conf", item)),
+            "--sink", args.sink, "--outputs", args.outputs, "--master", args.master, *(x for item in args.conf for x in ("--conf", item)),
             "--check-events", str(args.check_events), "--check-rows-per-batch", str(args.check_rows_per_batch),
             "--check-batches", str(args.check_batches)]
 
@@ -496,6 +535,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--duplicates", type=float, default=0.01, help="fraction of re-sent events (default 0.01)")
     p.add_argument("--sink", choices=("noop", "memory"), default="noop", help="sink of both sides (default noop)")
+    p.add_argument("--outputs", default="windows",
+                   help="fleet outputs the speedlayer side runs, comma-separated, one query each (default windows; "
+                        "e.g. windows,incidents,trips); the plain side always runs its window job")
     p.add_argument("--master", default="local[*]")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="extra Spark setting for BOTH sides (diagnostics; none by default), repeatable")
