@@ -22,8 +22,14 @@ from speedlayer.runner import Run, plan_run, prepare_state
 from speedlayer.session import build_session
 
 
+BENCH_DRIVER_MEMORY = "8g"
+
+
 def _session(master: str, log_file: Path):
-    return build_session(master, {"spark.ui.enabled": "false"}, app_name="speedlayer-bench", log_file=log_file)
+    # A cell fed faster than its query drains keeps the backlog in the socket source's buffer on
+    # the driver heap (Spark drops lines only when a batch commits): the default 2 GB ran out at 50,000/s.
+    return build_session(master, {"spark.ui.enabled": "false", "spark.driver.memory": BENCH_DRIVER_MEMORY},
+                         app_name="speedlayer-bench", log_file=log_file)
 
 
 def execute_bench(cfg: LabConfig, out_dir: Path, console: Console, errors: Console) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 from rich.table import Table
 
 from speedlayer.bench.advice import Advice, BatchCost
+from speedlayer.bench.lab import MAX_BACKLOG_S
 
 JSON_NAME = "bench.json"
 LATENCY_PLOT = "latency_vs_throughput.png"
@@ -40,7 +41,9 @@ def cells_table(results: dict[str, Any], title: str | None = None) -> Table:
             continue
         kept = "yes" if c["kept_up"] else "no"
         note = f"{c['rows_measured']:,} rows" if c["rows_measured"] else "no rows: longer cells"
-        if c.get("drained") is False:
+        if c.get("fell_behind"):
+            note += f"; fell {MAX_BACKLOG_S:g} s behind, stopped early"
+        elif c.get("drained") is False:
             note += "; backlog left"
         table.add_row(c["output"], c["mode"], f"{c['rate']:,}", _num(c["produced_rate"]), _num(c["p50_ms"]),
                       _num(c["p95_ms"]), _num(c["p99_ms"]), kept, _num(c["cpu_s_per_million_events"], "{:,.1f}"),
