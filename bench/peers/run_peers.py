@@ -73,8 +73,29 @@ def command(engine: str, dataset: Path, out: Path, tmp: Path, args: argparse.Nam
     if engine == "bytewax":
         return [str(PEERS_VENV / "bytewax" / "bin" / "python"), str(PEERS / "bytewax_fleet.py"), str(dataset), str(out),
                 "--workers", str(args.bytewax_workers)]
-    return [str(PEERS_VENV / "flink" / "bin" / "python"), str(PEERS / "flink_fleet.py"), str(dataset), str(out),
+    return [str(PEERS_VENV / "flink" / "bin" / "python"), str(PEERS / "flink_fleet.py"), str(one_file(dataset)), str(out),
             "--parallelism", "2", "--runtime", args.flink_runtime]
+
+
+def one_file(dataset: Path) -> Path:
+    """The dataset as one JSON-lines file, in event order (made once, next to the dataset).
+
+    Flink's file source hands whole files to its readers in no set order, so with many files a
+    reader can read a later file before an earlier one, and its watermark then drops the earlier
+    file's events as late (on 20 files: 8,000 of 10,000 windows differed). One file is one split,
+    read in order by one reader, which is what a replay means (Bytewax gets one ordered partition
+    for the same reason); the windows still run with parallelism 2.
+    """
+    directory = dataset.parent / f"{dataset.name}-one-file"
+    target = directory / "all.jsonl"
+    if not target.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        partial = directory / ".all.jsonl.partial"
+        with open(partial, "wb") as out:
+            for path in input_files(dataset):
+                out.write(path.read_bytes())
+        partial.rename(target)
+    return directory
 
 
 def run_engine(engine: str, dataset: Path, args: argparse.Namespace) -> dict[str, Any]:
