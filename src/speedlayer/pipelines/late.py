@@ -13,7 +13,8 @@ def late_events(watermarked: DataFrame, params: Params) -> DataFrame:
     """Events that the fleet windows drop as late, from events with the watermark set (before dedup).
 
     Each comes with the tumbling window (``params.window_ms``) it belonged to and the watermark it
-    missed. A static DataFrame has no watermark, so nothing in it is late.
+    missed. With ``params.allowed_lateness_ms`` an event is late only that far behind the watermark
+    (the windows correct themselves with the others). A static DataFrame has no watermark, so nothing in it is late.
 
     >>> late_events(with_watermark(events, Params()), Params()).columns[-3:]  # doctest: +SKIP
     ['window_end', 'missed_watermark', 'copies']
@@ -24,6 +25,6 @@ def late_events(watermarked: DataFrame, params: Params) -> DataFrame:
     rows = watermarked.select(F.lit(0).alias("_all"),
                               *(F.unix_millis("event_time").alias(c) if c == "event_ms" else F.col(c) for c in INPUT_COLUMNS))
     return rows.groupBy("_all").transformWithStateInPandas(
-        statefulProcessor=LateProcessor(params.window_ms), outputStructType=LATE_SCHEMA,
+        statefulProcessor=LateProcessor(params.window_ms, params.allowed_lateness_ms), outputStructType=LATE_SCHEMA,
         outputMode="Append", timeMode="EventTime",
     )
