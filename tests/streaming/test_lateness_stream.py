@@ -91,5 +91,5 @@ def test_late_events_within_the_lateness_correct_closed_windows_and_the_books_ba
     assert late_events == dropped_by_spark
 
     # the late query reports what it wrote, for speedlayer_late_events_kept_total
-    kept = [p["observedMetrics"].get("speedlayer_late", {}).get("rows", 0) for p in progress["late"] if p.get("observedMetrics")]
-    assert sum(kept) == 2
+    observed = [json.loads(p.json).get("observedMetrics", {}).get("speedlayer_late", {}) for p in progress["late"]]
+    assert sum(o.get("rows", 0) for o in observed) == 2
