@@ -37,6 +37,7 @@ class RunSettings(BaseModel):
     trigger: str = "processing:0s"
     output_mode: dict[str, str] = Field(default_factory=dict)  # {"*": mode} applies to every output
     watermark: str = "5s"
+    allowed_lateness: str | None = None  # fleet windows: correct closed windows with events this late
     window: str = "10s"
     slide: str = "10s"
     sliding_window: str = "1min"

@@ -94,6 +94,7 @@ def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
         incident_timeout_ms=positive_duration(settings.incident_timeout, "--incident-timeout"),
         incident_updates=settings.incident_updates,
         incident_initial_state=settings.incident_initial_state,
+        allowed_lateness_ms=_allowed_lateness(settings, job),
         options=options,
     )
     # --- count windows (state-windows) ---
@@ -106,6 +107,15 @@ def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
     return params
 
 
+def _allowed_lateness(settings: RunSettings, job: Job) -> int:
+    """--allowed-lateness in ms (0: not given); it corrects the fleet windows, so other jobs refuse it."""
+    if settings.allowed_lateness is None:
+        return 0
+    if job.name != "fleet":
+        raise ConfigError(f"--allowed-lateness only applies to the fleet job (its windows), not {job.name!r}: remove it")
+    return positive_duration(settings.allowed_lateness, "--allowed-lateness")
+
+
 def _mode_for(output: Output, sink: Sink, modes: dict[str, str], continuous: bool, realtime: bool = False) -> str:
     # Real-time mode writes update only, so it is the default there.
     default = "update" if realtime and "update" in output.modes else output.default_mode
@@ -113,7 +123,8 @@ def _mode_for(output: Output, sink: Sink, modes: dict[str, str], continuous: boo
     if mode not in OUTPUT_MODES:
         raise ConfigError(f"unknown output mode {mode!r}: use append, update or complete")
     if mode not in output.modes:
-        raise ConfigError(f"output {output.name!r} cannot be written in {mode} mode: it fits {', '.join(output.modes)}")
+        note = f" ({output.modes_note})" if output.modes_note else ""
+        raise ConfigError(f"output {output.name!r} cannot be written in {mode} mode: it fits {', '.join(output.modes)}{note}")
     if mode not in sink.modes:
         raise ConfigError(
             f"sink {sink.scheme}: takes {', '.join(sink.modes)} mode only, not {mode} (output {output.name!r}): "
@@ -177,7 +188,7 @@ def plan_run(settings: RunSettings) -> RunPlan:
 
     queries, destinations = [], {}
     for name, uri in sink_uris.items():
-        output, sink = job.outputs[name], open_sink(uri)
+        output, sink = job.outputs[name].for_params(params), open_sink(uri)
         if trigger.continuous and output.stateful:
             stateless = ", ".join(o.name for o in job.outputs.values() if not o.stateful)
             raise ConfigError(f"output {name!r} keeps state (windows), which continuous mode cannot do: "
@@ -356,7 +367,7 @@ class Run:
             for qp in plan.queries:
                 # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
                 jvm_only = plan.trigger.continuous or plan.trigger.realtime
-                target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key)
+                target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode))
                 df = qp.sink.records(build_output(self.spark, plan, qp.output.name), target)
                 writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
                           .option("checkpointLocation", str(qp.checkpoint)))

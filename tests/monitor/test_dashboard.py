@@ -47,6 +47,7 @@ def test_state_holds_queries_metrics_feeds_and_no_secret(served):
     assert windows["guarantee"] == "at-least-once" and windows["mode"] == "append"
     assert windows["checkpoint"].endswith("checkpoints/windows") and windows["trigger"] == "processing:0s"
     assert windows["series"]["latency_event_p99"] == [6400] and windows["latest"]["dead_letters"] == 20
+    assert windows["series"]["late_events_kept"] == [None]  # only the late query observes it
     assert state["feeds"]["alerts"][0]["event_id"] == "e-9"
     assert state["positions"][0]["vehicle_id"] == "V0001" and state["zones"]
 

@@ -39,7 +39,8 @@ def test_tracker_derives_delay_lag_and_totals_across_batches():
     assert second.watermark_lag_ms == 1795354420900 - epoch_ms("2026-11-22T13:33:35.900Z")
     assert first.source_lag is None and second.source_lag == 35  # rate source cannot tell; Kafka: 30 + 5
     q = tracker.get("fleet_windows")
-    assert q.totals == {"output_rows": 250, "dropped_by_watermark": 10, "duplicates_removed": 95, "dead_letters": 20}
+    assert q.totals == {"output_rows": 250, "dropped_by_watermark": 10, "duplicates_removed": 95, "dead_letters": 20,
+                        "late_events_kept": 0}
     assert sum(q.duration_counts) == 2 and abs(q.duration_sum_s - 2.1) < 1e-9
 
 
@@ -101,3 +102,22 @@ def test_terminal_view_shows_rates_and_latency(tmp_path):
     console.print(rates_table(run))
     text = console.export_text()
     assert "2,000" in text and "6,250" in text and "2,600ms / 5,600ms / 6,400ms" in text
+
+
+# --- late events kept (issue 6) ---
+LATE_RECORDED = json.loads((Path(__file__).parent / "data" / "fleet_late_progress.json").read_text())
+
+
+def test_late_events_kept_come_from_the_late_querys_observation():
+    """Recorded from a fleet run with --allowed-lateness 20s: batches 4 and 5 each kept one late event."""
+    tracker = ProgressTracker()
+    kept = [tracker.record(p).late_events_kept for p in LATE_RECORDED]
+    assert kept == [0, 1, 1]
+    assert tracker.get("fleet_late").totals["late_events_kept"] == 2
+    tracker.record(RECORDED[0])  # a query without the observation keeps none
+    assert batch_metrics(RECORDED[0]).late_events_kept is None
+    text = generate_latest(metrics_registry("fleet", tracker)).decode()
+    samples = {(s.name, s.labels["query"]): s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "speedlayer_late_events_kept_total"}
+    assert samples == {("speedlayer_late_events_kept_total", "fleet_late"): 2.0,
+                       ("speedlayer_late_events_kept_total", "fleet_windows"): 0.0}

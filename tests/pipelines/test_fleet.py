@@ -42,6 +42,15 @@ def test_tumbling_windows_per_vehicle(spark, outputs):
     assertDataFrameEqual(outputs["windows"], expected)
 
 
+def test_with_allowed_lateness_a_static_run_is_every_window_at_revision_0(spark, outputs):
+    source = events(spark, [("e1", "V1", 1, 20.0, MITTE), ("e2", "V1", 4, 40.0, MITTE), ("e2", "V1", 4, 40.0, MITTE),
+                            ("e3", "V1", 12, 60.0, CITY), ("e4", "V2", 3, 45.0, CITY)])
+    corrected = fleet_pipeline(source, Params(allowed_lateness_ms=30_000))["windows"]
+    assert corrected.columns == outputs["windows"].columns + ["revision"]
+    assertDataFrameEqual(corrected.drop("revision"), outputs["windows"])
+    assert {r.revision for r in corrected.collect()} == {0}
+
+
 def test_alerts_name_the_zone_and_the_excess(outputs):
     alerts = sorted((a.event_id, a.zone_id, a.speed_limit_kmh, a.excess_kmh) for a in outputs["alerts"].collect())
     assert alerts == [("e2", "Z01", 30.0, 10.0), ("e3", "Z00", 50.0, 10.0)]

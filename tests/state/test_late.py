@@ -32,3 +32,12 @@ def test_a_watermark_moved_by_a_batch_without_data_is_seen_through_the_timer():
     t.testInPandas(0, events(("a", 30_000)))
     t.setWatermark(25_000)  # a batch without data moves the watermark: only the timer wakes the processor
     assert sorted(t.testInPandas(0, events(("b", 20_000), ("c", 26_000)))["event_id"]) == ["b"]
+
+
+def test_with_allowed_lateness_only_rows_behind_the_watermark_minus_the_lateness_are_late():
+    t = TwsTester(LateProcessor(window_ms=10_000, lateness_ms=30_000), timeMode="EventTime", eventTimeExtractor=lambda r: 10**15)
+    t.testInPandas(0, events(("a", 60_000)))
+    t.setWatermark(55_000)
+    out = t.testInPandas(0, events(("b", 25_001), ("c", 25_000), ("d", 40_000)))
+    # b is under 30 s behind the watermark: within the lateness, the windows correct themselves with it
+    assert [(r.event_id, r.missed_watermark) for r in out.itertuples()] == [("c", pd.Timestamp(55_000, unit="ms"))]

@@ -28,6 +28,11 @@ def run(capsys, *argv):
     (["run", "fleet", "--sink", "incidents=console:", "--incident-after", "0s"], "--incident-after must be longer than zero"),
     (["run", "fleet", "--sink", "incidents=console:", "--incident-timeout", "0"], "--incident-timeout must be longer than zero"),
     (["run", "fleet", "--sink", "incidents=parquet:out/i", "--incident-updates"], "write it in update mode"),
+    # --- allowed lateness (issue 4: late data) ---
+    (["run", "fleet", "--allowed-lateness", "0"], "--allowed-lateness must be longer than zero"),
+    (["run", "fleet", "--allowed-lateness", "-1s"], "invalid --allowed-lateness '-1s'"),
+    (["run", "wordcount", "--allowed-lateness", "30s"], "--allowed-lateness only applies to the fleet job"),
+    (["run", "fleet", "--allowed-lateness", "30s", "--sink", "windows=parquet:out/w"], "use --output-mode windows=append"),
 ])
 def test_user_mistakes_exit_2_with_one_line(capsys, argv, match):
     code, out, err = run(capsys, *argv)

@@ -48,3 +48,11 @@ def test_secrets_are_masked_in_the_printed_settings():
                                    "conf": {"spark.some.password": "pw"}})
     masked = settings.masked()
     assert "pw" not in str(masked)
+
+
+def test_allowed_lateness_from_the_config_file_and_the_flag_wins(tmp_path):
+    path = tmp_path / "fleet.yaml"
+    path.write_text("job: fleet\nallowed-lateness: 30s\n")
+    assert build_settings(load_yaml(str(path)), {}).allowed_lateness == "30s"
+    assert build_settings(load_yaml(str(path)), {"allowed_lateness": "1min"}).allowed_lateness == "1min"
+    assert build_settings({"job": "fleet"}, {}).allowed_lateness is None  # off

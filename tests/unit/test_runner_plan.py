@@ -136,3 +136,39 @@ def test_realtime_minimum_follows_sparks_conf():
 def test_source_warnings_become_plan_notes():
     p = plan(source="socket://localhost:9999", sinks={"alerts": "console:"})
     assert any("not fault-tolerant" in note for note in p.notes)
+
+
+# --- allowed lateness (issue 4: late data) ---
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"allowed_lateness": "0"}, "--allowed-lateness must be longer than zero"),
+    ({"allowed_lateness": "-5s"}, "invalid --allowed-lateness '-5s'"),
+    ({"allowed_lateness": "soon"}, "invalid --allowed-lateness 'soon'"),
+    ({"allowed_lateness": "30s", "output_mode": {"windows": "complete"}},
+     "'windows' cannot be written in complete mode: it fits update, append \\(with --allowed-lateness"),
+    ({"allowed_lateness": "30s", "sinks": {"windows": "parquet:out/w"}}, "sink parquet: takes append mode only.*windows=append"),
+])
+def test_allowed_lateness_mistakes_are_one_line(kwargs, match):
+    with pytest.raises(ConfigError, match=match) as info:
+        plan(**kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_allowed_lateness_is_for_the_fleet_job_only():
+    with pytest.raises(ConfigError, match="--allowed-lateness only applies to the fleet job .*not 'wordcount': remove it"):
+        plan_run(RunSettings(job="wordcount", allowed_lateness="30s"))
+
+
+def test_allowed_lateness_writes_windows_as_corrections():
+    off = plan(sinks={"windows": "console:"})
+    assert (off.params.allowed_lateness_ms, off.queries[0].mode, off.queries[0].output.key_in("append")) == \
+        (0, "append", ("window_start", "window_end", "vehicle_id"))
+    on = plan(allowed_lateness="30s", sinks={"windows": "console:", "alerts": "console:"})
+    windows, alerts = on.queries
+    assert on.params.allowed_lateness_ms == 30_000
+    # update by default: a correction replaces the window by its key
+    assert (windows.mode, windows.output.key_in(windows.mode)) == ("update", ("window_start", "window_end", "vehicle_id"))
+    assert alerts.mode == "append"
+    # append keeps every revision, so the revision is part of the key
+    kept = plan(allowed_lateness="30s", sinks={"windows": "parquet:out/w"}, output_mode={"windows": "append"}).queries[0]
+    assert kept.output.key_in(kept.mode) == ("window_start", "window_end", "vehicle_id", "revision")

@@ -58,6 +58,7 @@ def _series(metrics: list) -> dict[str, Any]:
         "dropped_by_watermark": [m.dropped_by_watermark for m in metrics],
         "duplicates_removed": [m.duplicates_removed for m in metrics],
         "dead_letters": [m.dead_letters for m in metrics],
+        "late_events_kept": [m.late_events_kept for m in metrics],
         "state_rows": [sum(op.rows for op in m.state) for m in metrics],
         "state_memory_bytes": [sum(op.memory_bytes for op in m.state) for m in metrics],
         "source_lag": [m.source_lag for m in metrics],

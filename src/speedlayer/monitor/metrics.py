@@ -32,6 +32,8 @@ from pyspark.sql import functions as F
 
 #: the name of the observation the runner adds to every micro-batch query
 OBSERVATION = "speedlayer_latency"
+#: the name of the observation on the fleet's ``late`` output: rows it writes per batch
+LATE_OBSERVATION = "speedlayer_late"
 #: percentiles asked of event and ingest time; latency p50/p95/p99 read them in this order
 QUANTILES = {"p50": 0.5, "p95": 0.05, "p99": 0.01}
 #: operator names of Spark's deduplication operators (their custom metric numDroppedDuplicateRows)
@@ -92,6 +94,8 @@ class BatchMetrics:
     events: int | None = None
     #: rows of the batch that decode refused, when observed
     dead_letters: int | None = None
+    #: rows the ``late`` output wrote in the batch (events behind the watermark, kept), when observed
+    late_events_kept: int | None = None
     output_rows: int | None = None
     state: list[StateOperator] = field(default_factory=list)
     source_lag: int | None = None
@@ -189,6 +193,9 @@ def batch_metrics(progress: dict[str, Any], previous: BatchMetrics | None = None
             values = observed.get(f"{since}_ms")
             if m.events and values:
                 m.latency_ms[since] = {name: max(0, m.ended_ms - int(v)) for name, v in zip(QUANTILES, values)}
+    late = (progress.get("observedMetrics") or {}).get(LATE_OBSERVATION)
+    if late:
+        m.late_events_kept = int(late.get("rows") or 0)
     m.max_event_ms = newest
     if newest is not None and m.watermark_ms is not None:
         m.watermark_lag_ms = max(0, newest - m.watermark_ms)

@@ -44,7 +44,8 @@ class QueryProgress:
     metrics: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
     #: running totals (Prometheus counters)
     totals: dict[str, int] = field(default_factory=lambda: {
-        "output_rows": 0, "dropped_by_watermark": 0, "duplicates_removed": 0, "dead_letters": 0})
+        "output_rows": 0, "dropped_by_watermark": 0, "duplicates_removed": 0, "dead_letters": 0,
+        "late_events_kept": 0})
     #: batch-duration histogram: counts per bucket of DURATION_BUCKETS, and the sum in seconds
     duration_counts: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
     duration_sum_s: float = 0.0
@@ -145,6 +146,7 @@ class ProgressTracker(StreamingQueryListener):
             q.totals["dropped_by_watermark"] += m.dropped_by_watermark
             q.totals["duplicates_removed"] += m.duplicates_removed
             q.totals["dead_letters"] += m.dead_letters or 0
+            q.totals["late_events_kept"] += m.late_events_kept or 0
             seconds = m.batch_ms / 1000
             q.duration_sum_s += seconds
             q.duration_counts[next(i for i, b in enumerate(DURATION_BUCKETS) if seconds <= b)] += 1

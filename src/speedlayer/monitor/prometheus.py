@@ -46,6 +46,7 @@ class RunCollector(Collector):
         dropped = counter("rows_dropped_by_watermark", "rows dropped as late by stateful operators")
         duplicates = counter("duplicates_removed", "rows removed by deduplication operators")
         dead = counter("dead_letters", "rows refused by decode (observed by every event query)")
+        late_kept = counter("late_events_kept", "rows written by the late output: events behind the watermark, kept")
         input_rate = gauge("input_rows_per_second", "input rate of the last batch")
         processing_rate = gauge("processed_rows_per_second", "processing rate of the last batch")
         phase = gauge("batch_phase_seconds", "time of each part of the last batch (Spark's durationMs)", ("phase",))
@@ -68,6 +69,7 @@ class RunCollector(Collector):
             dropped.add_metric(labels, q.totals["dropped_by_watermark"])
             duplicates.add_metric(labels, q.totals["duplicates_removed"])
             dead.add_metric(labels, q.totals["dead_letters"])
+            late_kept.add_metric(labels, q.totals["late_events_kept"])
             cumulative, buckets = 0, []
             for bound, count in zip(DURATION_BUCKETS, q.duration_counts):
                 cumulative += count
@@ -95,7 +97,7 @@ class RunCollector(Collector):
                 state_mem.add_metric(labels + [operator], op.memory_bytes)
             if m.source_lag is not None:
                 source_lag.add_metric(labels, m.source_lag)
-        yield from (batches, input_rows, output_rows, dropped, duplicates, dead, input_rate, processing_rate, phase,
+        yield from (batches, input_rows, output_rows, dropped, duplicates, dead, late_kept, input_rate, processing_rate, phase,
                     delay, latency, watermark, lag, state_rows, state_mem, source_lag, durations)
 
 

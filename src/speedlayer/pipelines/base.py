@@ -37,6 +37,9 @@ class Params:
     incident_timeout_ms: int = 30_000     # silent this long closes it
     incident_updates: bool = False        # also emit open incidents as they change (update mode)
     incident_initial_state: str | None = None  # Parquet/CSV table of open incidents to start from
+    # --- allowed lateness (issue 4: late data) ---
+    #: fleet windows: a closed window is corrected by events this late (0: off, late events are dropped)
+    allowed_lateness_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,24 @@ class Output:
     #: computed on each micro-batch alone, inside ``foreachBatch``: ``per_batch(rows, batch_id)``
     #: turns the pipeline's rows of one batch into this output (on a static DataFrame: batch id 0)
     per_batch: Callable[[DataFrame, int], DataFrame] | None = None
+    #: the key in append mode when it differs from ``key`` (e.g. windows with lateness keep every revision)
+    append_key: tuple[str, ...] = ()
+    #: said when a mode is refused, e.g. why a setting narrows ``modes``
+    modes_note: str = ""
+    #: this output as the run's settings shape it (modes, default mode, key); None: as declared
+    configure: Callable[["Output", Params], "Output"] | None = None
+
+    def for_params(self, params: Params) -> "Output":
+        """This output under the run's settings.
+
+        >>> FLEET.outputs["windows"].for_params(Params(allowed_lateness_ms=30_000)).default_mode  # doctest: +SKIP
+        'update'
+        """
+        return self if self.configure is None else self.configure(self, params)
+
+    def key_in(self, mode: str) -> tuple[str, ...]:
+        """The columns that identify a row written in ``mode``."""
+        return self.append_key if mode == APPEND and self.append_key else self.key
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ stream. Re-sent events are dropped by ``event_id`` before anything is counted.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping
 
 from pyspark.sql import DataFrame
@@ -19,11 +20,14 @@ from speedlayer.schemas import VEHICLE_EVENT
 from speedlayer.zones import load_zones, zone_of
 
 
-def with_watermark(events: DataFrame, params: Params) -> DataFrame:
-    """Event-time watermark on ``event_time`` (none on a static DataFrame or in continuous mode)."""
+def with_watermark(events: DataFrame, params: Params, extra_ms: int = 0) -> DataFrame:
+    """Event-time watermark on ``event_time`` (none on a static DataFrame or in continuous mode).
+
+    ``extra_ms`` lengthens Spark's delay beyond ``params.watermark_ms`` (windows with allowed lateness).
+    """
     if not events.isStreaming or params.continuous:
         return events
-    return events.withWatermark("event_time", spark_interval(params.watermark_ms))
+    return events.withWatermark("event_time", spark_interval(params.watermark_ms + extra_ms))
 
 
 def drop_duplicate_events(events: DataFrame, params: Params) -> DataFrame:
@@ -69,6 +73,25 @@ def speed_windows(events: DataFrame, params: Params) -> DataFrame:
     )
 
 
+def windows_with_lateness(events: DataFrame, params: Params) -> DataFrame:
+    """``speed_windows`` plus a ``revision``, with closed windows corrected by events up to
+    ``params.allowed_lateness_ms`` behind the watermark (see ``speedlayer.state.lateness``).
+
+    Takes decoded events without a watermark: this query's Spark watermark is watermark + lateness,
+    so that Spark does not drop the events the windows may still take. A static DataFrame has no
+    late events: every window is revision 0.
+
+    >>> windows_with_lateness(decoded.events, Params(allowed_lateness_ms=30_000)).columns[-1]  # doctest: +SKIP
+    'revision'
+    """
+    if not events.isStreaming:
+        return speed_windows(drop_duplicate_events(events, params), params).withColumn("revision", F.lit(0).cast("long"))
+    from speedlayer.pipelines.lateness import corrected_windows
+
+    lenient = drop_duplicate_events(with_watermark(events, params, extra_ms=params.allowed_lateness_ms), params)
+    return corrected_windows(with_speed_limit(lenient, params), params)
+
+
 def sliding_averages(events: DataFrame, params: Params) -> DataFrame:
     """Sliding windows per vehicle (default 1 min every 10 s): events and average speed."""
     window = F.window("event_time", spark_interval(params.sliding_window_ms), spark_interval(params.slide_ms))
@@ -102,7 +125,8 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
     watermarked = with_watermark(events, params)
     clean = drop_duplicate_events(watermarked, params)
     outputs = {
-        "windows": lambda: speed_windows(clean, params),
+        "windows": (lambda: windows_with_lateness(events, params)) if params.allowed_lateness_ms
+        else (lambda: speed_windows(clean, params)),
         "sliding": lambda: sliding_averages(clean, params),
         "alerts": lambda: overspeed_alerts(clean, params),
     }
@@ -117,9 +141,23 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
             "count-windows": lambda: count_windows(clean, params),
             "incidents": lambda: speeding_incidents(with_speed_limit(clean, params), params),
             # late events are judged before dedup, as Spark's own watermark filter sees them
-            "late": lambda: late_events(watermarked, params),
+            "late": lambda: late_events(watermarked, params),  # behind watermark + allowed lateness
         })
     return LazyOutputs(outputs)
+
+
+#: the fleet windows' key; with allowed lateness a window is written once per revision
+WINDOW_KEY = ("window_start", "window_end", "vehicle_id")
+
+
+def _windows_with_lateness(output: Output, params: Params) -> Output:
+    """With --allowed-lateness, windows are re-emitted as corrections: update by default, no complete mode."""
+    if not params.allowed_lateness_ms:
+        return output
+    return dataclasses.replace(
+        output, modes=(UPDATE, APPEND), default_mode=UPDATE, append_key=WINDOW_KEY + ("revision",), configure=None,
+        modes_note="with --allowed-lateness a window is re-emitted as corrections: update replaces it by "
+                   "(window_start, window_end, vehicle_id), append keeps every revision")
 
 
 def _check_trip_gap(params: Params) -> None:  # state-windows
@@ -135,7 +173,7 @@ FLEET = Job(
     pipeline=fleet_pipeline,
     outputs={
         "windows": Output("windows", "per-vehicle tumbling windows: events, avg/max speed, events over the limit",
-                          (APPEND, UPDATE, COMPLETE), APPEND, True, ("window_start", "window_end", "vehicle_id")),
+                          (APPEND, UPDATE, COMPLETE), APPEND, True, WINDOW_KEY, configure=_windows_with_lateness),
         "sliding": Output("sliding", "per-vehicle sliding-window average speed",
                           (APPEND, UPDATE, COMPLETE), APPEND, True, ("window_start", "window_end", "vehicle_id")),
         "alerts": Output("alerts", "events faster than their zone's speed limit",

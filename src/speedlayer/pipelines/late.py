@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from speedlayer.monitor.metrics import LATE_OBSERVATION
 from speedlayer.pipelines.base import Params
 from speedlayer.state.late import INPUT_COLUMNS, LATE_SCHEMA, LateProcessor
 
@@ -13,7 +14,8 @@ def late_events(watermarked: DataFrame, params: Params) -> DataFrame:
     """Events that the fleet windows drop as late, from events with the watermark set (before dedup).
 
     Each comes with the tumbling window (``params.window_ms``) it belonged to and the watermark it
-    missed. A static DataFrame has no watermark, so nothing in it is late.
+    missed. With ``params.allowed_lateness_ms`` an event is late only that far behind the watermark
+    (the windows correct themselves with the others). A static DataFrame has no watermark, so nothing in it is late.
 
     >>> late_events(with_watermark(events, Params()), Params()).columns[-3:]  # doctest: +SKIP
     ['window_end', 'missed_watermark', 'copies']
@@ -23,7 +25,9 @@ def late_events(watermarked: DataFrame, params: Params) -> DataFrame:
     # One key for every event, and no watermark column in the input: the processor must see late rows.
     rows = watermarked.select(F.lit(0).alias("_all"),
                               *(F.unix_millis("event_time").alias(c) if c == "event_ms" else F.col(c) for c in INPUT_COLUMNS))
-    return rows.groupBy("_all").transformWithStateInPandas(
-        statefulProcessor=LateProcessor(params.window_ms), outputStructType=LATE_SCHEMA,
+    late = rows.groupBy("_all").transformWithStateInPandas(
+        statefulProcessor=LateProcessor(params.window_ms, params.allowed_lateness_ms), outputStructType=LATE_SCHEMA,
         outputMode="Append", timeMode="EventTime",
     )
+    # rows written per batch, for the "late events kept" metric (the way decode observes dead letters)
+    return late.observe(LATE_OBSERVATION, F.count(F.lit(1)).alias("rows"))

@@ -8,6 +8,10 @@ first one exactly: it runs under one key, so it sees every batch with data, and 
 millisecond past the current watermark wakes it in every batch where the watermark moves, so its
 state always holds the watermark of the previous batch.
 
+With allowed lateness ``L`` (fleet windows corrected by late events) the windows query runs with
+Spark's watermark ``L`` further back, so Spark drops rows at or before the previous watermark minus
+``L``: the processor uses the same bound, and still reports the real watermark as missed.
+
 Its input must not carry the watermark column itself (the pipeline passes ``event_ms``), or Spark
 would filter the very rows it is meant to keep before they reach it.
 """
@@ -39,10 +43,10 @@ LATE_SCHEMA = T.StructType([
 
 
 class LateProcessor(StatefulProcessor):
-    """Emit the rows at or behind the late-events watermark, with that watermark and their window."""
+    """Emit the rows at or behind the late-events watermark (minus the allowed lateness), with that watermark and their window."""
 
-    def __init__(self, window_ms: int):
-        self.window_ms = window_ms
+    def __init__(self, window_ms: int, lateness_ms: int = 0):
+        self.window_ms, self.lateness_ms = window_ms, lateness_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -63,7 +67,7 @@ class LateProcessor(StatefulProcessor):
         frames = []
         if late_wm is not None and late_wm >= 0:
             for df in rows:
-                late = df[df["event_ms"].to_numpy(np.int64) <= late_wm]
+                late = df[df["event_ms"].to_numpy(np.int64) <= late_wm - self.lateness_ms]
                 if not late.empty:
                     frames.append(late)
         else:

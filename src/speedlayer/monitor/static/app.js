@@ -41,7 +41,7 @@ function kpis(s) {
     ["batch", m.batch_ms == null ? "–" : num(sec(m.batch_ms)) + "s"],
     ["watermark lag", m.watermark_lag_ms == null ? "–" : num(sec(m.watermark_lag_ms)) + "s"],
     ["dead letters", num(total("dead_letters"))], ["duplicates removed", num(total("duplicates_removed"))],
-    ["dropped by watermark", num(total("dropped_by_watermark"))],
+    ["dropped by watermark", num(total("dropped_by_watermark"))], ["late events kept", num(total("late_events_kept"))],
     ["state rows", m.state ? num(m.state.reduce((n, o) => n + o.rows, 0)) : "–"],
     ["source lag", m.source_lag == null ? "n/a" : num(m.source_lag)],
   ];
@@ -70,7 +70,7 @@ function charts(s) {
   Charts.lines($("#chart-delay"), t, [{ name: "scheduling delay", values: d.scheduling_delay_ms.map(sec) }]);
   Charts.lines($("#chart-wmlag"), t, [{ name: "watermark lag", values: d.watermark_lag_ms.map(sec) }], { empty: "no watermark on this query yet" });
   Charts.lines($("#chart-state"), t, [{ name: "state rows", values: d.state_rows }, { name: "dropped", values: d.dropped_by_watermark },
-    { name: "duplicates", values: d.duplicates_removed }]);
+    { name: "duplicates", values: d.duplicates_removed }, { name: "late kept", values: d.late_events_kept }]);
   Charts.histogram($("#hist-batch"), d.batch_ms.map(sec));
   Charts.histogram($("#hist-latency"), d.latency_event_p50.map(sec), { color: Charts.COLORS[1], empty: "no latency yet" });
 }
