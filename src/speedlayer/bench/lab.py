@@ -343,7 +343,8 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
         else:
             while time.time() < t_end:
                 _check_alive(runs[0])
-                if _backlog(runs[0], feed.produced) > MAX_BACKLOG_S * rate:
+                # continuous mode reports no input rows per epoch: only micro-batches are checked
+                if not trigger.continuous and _backlog(runs[0], feed.produced) > MAX_BACKLOG_S * rate:
                     cell.fell_behind, t_end = True, time.time()
                     break
                 time.sleep(0.2)
@@ -369,7 +370,7 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
                 cell.batches.extend(_batches(r))
         cell.run_s = [round(x, 1) for x in run_s]
         flat = cell.slope is None or cell.slope < FLAT_SLOPE
-        cell.drained = drained and not cell.fell_behind
+        cell.drained = drained = drained and not cell.fell_behind
         cell.kept_up = bool(cell.rows_measured and flat and drained and cell.produced_rate >= RATE_KEPT * rate)
     except SpeedlayerError as exc:
         cell.status, cell.reason = FAILED, str(exc)
