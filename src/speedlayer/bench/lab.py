@@ -215,10 +215,13 @@ def _check_alive(run: Run) -> None:
             raise SpeedlayerError(f"query {q.name} failed: {str(q.exception()).splitlines()[0][:300]}")
 
 
-def _backlog(run: Run, produced: int) -> int:
-    """Events fed that the query has not committed yet."""
+def _fell_behind(run: Run, produced: int, rate: int, trigger) -> bool:
+    """The query has more than MAX_BACKLOG_S of input fed but not committed (micro-batch only:
+    continuous mode reports no input rows per epoch)."""
+    if trigger.continuous:
+        return False
     p = run.tracker.get(run.plan.queries[0].name)
-    return produced - (p.input_rows if p is not None else 0)
+    return produced - (p.input_rows if p is not None else 0) > MAX_BACKLOG_S * rate
 
 
 def _batches(run: Run) -> list[list[int]]:
@@ -312,6 +315,9 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
             deadline = time.monotonic() + 300
             while not watcher.result.samples and time.monotonic() < deadline:
                 _check_alive(runs[0])
+                if _fell_behind(runs[0], feed.produced, rate, trigger):
+                    cell.fell_behind = True
+                    break
                 time.sleep(0.05)
             t_start = time.time()
             py0, jvm0 = cpu.sample()  # CPU and events are counted from here on, like latency
@@ -341,13 +347,13 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
             drained = max(run_s) <= cfg.schedule_s
             time.sleep(0.2)  # the watcher's next polls
         else:
-            while time.time() < t_end:
+            while time.time() < t_end and not cell.fell_behind:
                 _check_alive(runs[0])
-                # continuous mode reports no input rows per epoch: only micro-batches are checked
-                if not trigger.continuous and _backlog(runs[0], feed.produced) > MAX_BACKLOG_S * rate:
+                if _fell_behind(runs[0], feed.produced, rate, trigger):
                     cell.fell_behind, t_end = True, time.time()
                     break
                 time.sleep(0.2)
+            t_end = min(t_end, time.time())
             feed.stop()
             if trigger.continuous:
                 cell.drain_s, drained = _drain_quiet(lambda: watcher.result, quiet_s)
