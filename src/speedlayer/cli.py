@@ -73,6 +73,10 @@ def run_command(
     incident_timeout: Optional[str] = typer.Option(None, "--incident-timeout", help="a vehicle silent this long closes its incident (default 30s)"),
     incident_updates: Optional[bool] = typer.Option(None, "--incident-updates/--no-incident-updates", help="also emit open incidents as they change (needs update mode)"),
     incident_initial_state: Optional[str] = typer.Option(None, "--incident-initial-state", help="Parquet/CSV table of open incidents to start from"),
+    # --- ride matching ---
+    rides: Optional[str] = typer.Option(None, "--rides", help="matches: source URI of the ride requests (default with a generator source: the generator's kind=rides)"),
+    match_within: Optional[str] = typer.Option(None, "--match-within", help="matches: a ping this close to the request time, either side (default 10s)"),
+    match_cell: Optional[float] = typer.Option(None, "--match-cell", help="matches: grid cell size in metres, and the farthest a matching ping is from the pickup (default 500)"),
 ) -> None:
     """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
@@ -86,8 +90,7 @@ def run_command(
         # --- speeding incidents (issue 4: incidents) ---
         "incident_after": incident_after, "incident_timeout": incident_timeout, "incident_updates": incident_updates,
         "incident_initial_state": incident_initial_state,
-
-
+        "rides": rides, "match_within": match_within, "match_cell": match_cell,  # ride matching
         "options": pairs(option, "--option", "KEY=VALUE"),
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)

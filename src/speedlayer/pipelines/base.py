@@ -37,6 +37,9 @@ class Params:
     incident_timeout_ms: int = 30_000     # silent this long closes it
     incident_updates: bool = False        # also emit open incidents as they change (update mode)
     incident_initial_state: str | None = None  # Parquet/CSV table of open incidents to start from
+    # --- ride matching ---
+    match_within_ms: int = 10_000  # a ping matches a request up to this far from the request time
+    match_cell_m: float = 500.0    # grid cell size, and the farthest a matching ping is from the pickup
 
 
 @dataclass(frozen=True)
@@ -55,11 +58,15 @@ class Output:
     #: computed on each micro-batch alone, inside ``foreachBatch``: ``per_batch(rows, batch_id)``
     #: turns the pipeline's rows of one batch into this output (on a static DataFrame: batch id 0)
     per_batch: Callable[[DataFrame, int], DataFrame] | None = None
+    #: the job's second streams (``Job.inputs``) this output reads, each from its own source (``--rides URI``)
+    inputs: tuple[str, ...] = ()
+    #: this output is the dead letters of that input (it reads neither the main source nor the pipeline)
+    dead_letters_of: str | None = None
 
 
 @dataclass(frozen=True)
 class Job:
-    """A job: ``pipeline(events, params)`` returns a DataFrame for each output except dead letters."""
+    """A job: ``pipeline(events, params, **inputs)`` returns a DataFrame for each output except dead letters."""
 
     name: str
     summary: str
@@ -77,6 +84,9 @@ class Job:
     decoder: Callable[[DataFrame, EventSchema], Decoded] | None = None
     #: checks before start that need no Spark (a model on disk, ...); raises ConfigError
     check: Callable[[Params], None] | None = None
+    #: second event streams some outputs join, by name (a run setting of that name gives the source URI);
+    #: the pipeline receives each as a keyword argument, a ``Decoded``, when the output it builds reads it
+    inputs: Mapping[str, EventSchema] = field(default_factory=dict)
 
     def decode(self, raw: DataFrame, observe: str | None = None) -> Decoded:
         """Typed events and dead letters of RAW rows, the way this job reads its payloads.
