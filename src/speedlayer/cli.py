@@ -112,6 +112,7 @@ def produce_command(
     max_events: Optional[int] = typer.Option(None, "--max-events", help="publish N events, then exit (default: until Ctrl-C)"),
     generator: str = typer.Option("generator://", "--generator", help="generator options, e.g. 'generator://?seed=7&vehicles=500'"),
     seed: Optional[int] = typer.Option(None, "--seed", help="generator seed (wins over --generator's)"),
+    kind: Optional[str] = typer.Option(None, "--kind", help="vehicles | actions | transactions | rides (wins over --generator's)"),
     start: Optional[str] = typer.Option(None, "--start", help="event-time origin, ISO-8601 or epoch ms (default: now)"),
     from_event: int = typer.Option(0, "--from-event", help="first event number n (to continue an earlier run)"),
     chunk: int = typer.Option(50_000, "--chunk", help="events computed per Spark job"),
@@ -124,7 +125,7 @@ def produce_command(
     from speedlayer.produce import ProduceSettings, plan_produce
 
     try:
-        settings = ProduceSettings(to=to, generator=generator, rate=rate, max_events=max_events, seed=seed, start=start,
+        settings = ProduceSettings(to=to, generator=generator, rate=rate, max_events=max_events, seed=seed, kind=kind, start=start,
                                    from_event=from_event, chunk=chunk, master=master)
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -147,7 +147,7 @@ def _check_trip_gap(params: Params) -> None:  # state-windows
 
 FLEET = Job(
     name="fleet",
-    summary="ride-hailing fleet: speed windows, alerts, incidents, trips, congestion, count windows, late events",
+    summary="ride-hailing fleet: speed windows, alerts, incidents, trips, congestion, count windows, late events, ride matches",
     schema=VEHICLE_EVENT,
     pipeline=fleet_pipeline,
     outputs={
