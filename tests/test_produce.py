@@ -134,7 +134,7 @@ def test_ride_requests_are_produced_as_the_generator_makes_them(spark, tmp_path)
     landing = tmp_path / "rides"
     plan = plan_produce(ProduceSettings(to=f"files://{landing}", generator=GENERATOR, kind="rides", rate=0,
                                         max_events=400, chunk=250))
-    assert plan.generator_uri() == f"generator://?rate=5000&seed=7&start={START}&vehicles=300&kind=rides"
+    assert plan.generator_uri() == f"generator://?rate=5000&seed=7&start={START}&kind=rides&vehicles=300"
     produce(spark, plan)
     lines = [line for f in sorted(landing.iterdir()) for line in f.read_text().splitlines()]
     raw = open_source(plan.generator_uri()).read_batch(spark, 400)
