@@ -128,3 +128,20 @@ def test_cli_produces_to_redis_and_prints_the_pinned_start(run_cli, redis_url):
     client = redis.Redis.from_url(url)
     assert client.xlen(f"{stream}:0") == client.xlen(f"{stream}:1") == 250
     client.close()
+
+
+def test_ride_requests_are_produced_as_the_generator_makes_them(spark, tmp_path):
+    landing = tmp_path / "rides"
+    plan = plan_produce(ProduceSettings(to=f"files://{landing}", generator=GENERATOR, kind="rides", rate=0,
+                                        max_events=400, chunk=250))
+    assert plan.generator_uri() == f"generator://?rate=5000&seed=7&start={START}&kind=rides&vehicles=300"
+    produce(spark, plan)
+    lines = [line for f in sorted(landing.iterdir()) for line in f.read_text().splitlines()]
+    raw = open_source(plan.generator_uri()).read_batch(spark, 400)
+    assert lines == [r.value for r in raw.orderBy(F.col("offset").cast("long")).collect()]
+    assert lines[0].startswith('{"request_id":"r-0000000","rider_id":"R')
+
+
+def test_an_unknown_kind_is_refused():
+    with pytest.raises(ConfigError, match="--kind 'bikes' is not a kind the generator makes: choose one of vehicles"):
+        plan_produce(ProduceSettings(to="files:///tmp/unused", kind="bikes"))

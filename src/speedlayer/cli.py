@@ -76,6 +76,10 @@ def run_command(
     incident_timeout: Optional[str] = typer.Option(None, "--incident-timeout", help="a vehicle silent this long closes its incident (default 30s)"),
     incident_updates: Optional[bool] = typer.Option(None, "--incident-updates/--no-incident-updates", help="also emit open incidents as they change (needs update mode)"),
     incident_initial_state: Optional[str] = typer.Option(None, "--incident-initial-state", help="Parquet/CSV table of open incidents to start from"),
+    # --- ride matching ---
+    rides: Optional[str] = typer.Option(None, "--rides", help="matches: source URI of the ride requests (default with a generator source: the generator's kind=rides)"),
+    match_within: Optional[str] = typer.Option(None, "--match-within", help="matches: a ping this close to the request time, either side (default 10s)"),
+    match_cell: Optional[float] = typer.Option(None, "--match-cell", help="matches: grid cell size in metres, and the farthest a matching ping is from the pickup (default 500)"),
 ) -> None:
     """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
@@ -90,8 +94,7 @@ def run_command(
         # --- speeding incidents (issue 4: incidents) ---
         "incident_after": incident_after, "incident_timeout": incident_timeout, "incident_updates": incident_updates,
         "incident_initial_state": incident_initial_state,
-
-
+        "rides": rides, "match_within": match_within, "match_cell": match_cell,  # ride matching
         "options": pairs(option, "--option", "KEY=VALUE"),
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
@@ -113,6 +116,7 @@ def produce_command(
     max_events: Optional[int] = typer.Option(None, "--max-events", help="publish N events, then exit (default: until Ctrl-C)"),
     generator: str = typer.Option("generator://", "--generator", help="generator options, e.g. 'generator://?seed=7&vehicles=500'"),
     seed: Optional[int] = typer.Option(None, "--seed", help="generator seed (wins over --generator's)"),
+    kind: Optional[str] = typer.Option(None, "--kind", help="vehicles | actions | transactions | rides (wins over --generator's)"),
     start: Optional[str] = typer.Option(None, "--start", help="event-time origin, ISO-8601 or epoch ms (default: now)"),
     from_event: int = typer.Option(0, "--from-event", help="first event number n (to continue an earlier run)"),
     chunk: int = typer.Option(50_000, "--chunk", help="events computed per Spark job"),
@@ -125,7 +129,7 @@ def produce_command(
     from speedlayer.produce import ProduceSettings, plan_produce
 
     try:
-        settings = ProduceSettings(to=to, generator=generator, rate=rate, max_events=max_events, seed=seed, start=start,
+        settings = ProduceSettings(to=to, generator=generator, rate=rate, max_events=max_events, seed=seed, kind=kind, start=start,
                                    from_event=from_event, chunk=chunk, master=master)
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -56,6 +56,11 @@ class RunSettings(BaseModel):
     incident_timeout: str = "30s"
     incident_updates: bool = False
     incident_initial_state: str | None = None
+    # --- ride matching ---
+    #: source URI of the ride requests the fleet job's ``matches`` output joins
+    rides: str | None = None
+    match_within: str = "10s"
+    match_cell: float = 500.0
     #: the job's own options (``--option KEY=VALUE``), validated against the job's options model
     options: dict[str, str] = Field(default_factory=dict)
 
@@ -75,6 +80,7 @@ class RunSettings(BaseModel):
         """The settings with secrets in URIs masked, for printing and run manifests."""
         data = self.model_dump()
         data["source"] = mask_secrets(self.source)
+        data["rides"] = mask_secrets(self.rides) if self.rides else None
         data["sinks"] = {k: mask_secrets(v) for k, v in self.sinks.items()}
         data["conf"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.conf.items()}
         return data

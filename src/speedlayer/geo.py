@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -33,3 +35,41 @@ def path_length_km(points: Column) -> Column:
         F.lit(0.0),
         lambda total, leg: total + leg,
     )
+
+
+#: metres per degree of latitude on the sphere of ``EARTH_RADIUS_KM``
+M_PER_DEG_LAT = math.pi * EARTH_RADIUS_KM * 1000 / 180
+
+
+def _cell_col(lon: Column, row: Column, cell_m: float) -> Column:
+    # East-west metres are scaled by the cosine of the row's central latitude, the same for every
+    # point of the row, so two points in one row share a column exactly when they are in one cell.
+    centre_lat = (row + 0.5) * (cell_m / M_PER_DEG_LAT)
+    return F.floor(lon * M_PER_DEG_LAT * F.cos(F.radians(centre_lat)) / cell_m)
+
+
+def grid_cell(lat: Column, lon: Column, cell_m: float) -> tuple[Column, Column]:
+    """(row, col) of the grid cell of about ``cell_m`` × ``cell_m`` metres a point lies in.
+
+    Rows are bands of latitude ``cell_m`` high; each row is cut into columns ``cell_m`` wide at its
+    central latitude. (No wrap-around at the antimeridian.)
+
+    >>> row, col = grid_cell(F.col("lat"), F.col("lon"), 500.0)  # doctest: +SKIP
+    """
+    row = F.floor(lat * M_PER_DEG_LAT / cell_m)
+    return row, _cell_col(lon, row, cell_m)
+
+
+def nearby_cells(lat: Column, lon: Column, cell_m: float) -> Column:
+    """An array of the 3 × 3 cells (structs ``row``, ``col``) around a point: its cell and the eight next to it.
+
+    Every point within ``cell_m`` metres of the point lies in one of them, so joining on them and
+    then keeping the pairs within ``cell_m`` finds every neighbour, cell borders or not.
+    """
+    row = F.floor(lat * M_PER_DEG_LAT / cell_m)
+    cells = []
+    for d_row in (-1, 0, 1):
+        r = row + d_row
+        col = _cell_col(lon, r, cell_m)
+        cells.extend(F.struct(r.alias("row"), (col + d_col).alias("col")) for d_col in (-1, 0, 1))
+    return F.array(*cells)

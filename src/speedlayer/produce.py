@@ -6,6 +6,7 @@ are byte for byte what the generator would stream. Chunks are computed one ahead
 thread, collected as Arrow, cut into slices and written at ``--rate`` events/s (0: unpaced).
 
     speedlayer produce --to 'redis://localhost:6379/0?stream=vehicles&shards=4' --rate 5000 --max-events 100000
+    speedlayer produce --to 'redis://localhost:6379/0?stream=rides' --kind rides --rate 50 --seed 7 --start 2026-11-22T10:00:00Z
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pydantic import BaseModel, Field
 from speedlayer.errors import ConfigError
 from speedlayer.producers import Destination, EventSlice, open_destination
 from speedlayer.producers.files import FilesDestination
-from speedlayer.sources.generator import GeneratorOptions, GeneratorSource, parse_start
+from speedlayer.sources.generator import KINDS, GeneratorOptions, GeneratorSource, parse_start
 from speedlayer.uris import parse_uri
 
 
@@ -36,6 +37,7 @@ class ProduceSettings(BaseModel):
     max_events: int | None = Field(None, gt=0, description="stop after this many events (default: until Ctrl-C)")
     from_event: int = Field(0, ge=0, description="first event number n")
     seed: int | None = None
+    kind: str | None = Field(None, description="what to generate (vehicles, actions, transactions, rides); wins over --generator's")
     start: str | None = Field(None, description="event-time origin (ISO-8601 or epoch ms); default: now")
     chunk: int = Field(50_000, gt=0, le=5_000_000, description="events computed per Spark job")
     master: str = "local[*]"
@@ -92,6 +94,10 @@ def plan_produce(settings: ProduceSettings) -> ProducePlan:
     updates: dict = {}
     if settings.seed is not None:
         updates["seed"] = settings.seed
+    if settings.kind is not None:
+        if settings.kind not in KINDS:
+            raise ConfigError(f"--kind {settings.kind!r} is not a kind the generator makes: choose one of {', '.join(KINDS)}")
+        updates["kind"] = settings.kind
     if settings.rate and "rate" not in uri.options:
         updates["rate"] = settings.rate  # event times then follow the publishing pace
     options = gen.options.model_copy(update=updates)

@@ -17,8 +17,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlencode
 
 from speedlayer.config import RunSettings
+from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.monitor.metrics import OBSERVATION
@@ -31,6 +33,7 @@ from speedlayer.sinks.batches import sink_error_message
 from speedlayer.sources import open_source
 from speedlayer.state.incidents import check_initial_state
 from speedlayer.sources.base import Source
+from speedlayer.sources.generator import GeneratorSource
 from speedlayer.triggers import Trigger, parse_trigger
 from speedlayer.uris import parse_options
 
@@ -41,6 +44,8 @@ LAST_RUN = "last-run.json"
 FLUSH_BATCHES = 2
 #: longest a graceful stop waits for in-flight batches before interrupting them
 STOP_TIMEOUT_S = 120
+#: run settings that name the source of a job's second stream (``Job.inputs``)
+INPUT_SETTINGS = ("rides",)
 #: sinks Spark's real-time mode writes to (its allowlist: Spark's console, foreach writers, Kafka)
 REALTIME_SINKS = ("console", "kafka")
 #: Spark's floor on a real-time batch duration, and its default
@@ -72,6 +77,12 @@ class RunPlan:
     temporary_state: bool
     notes: list[str] = field(default_factory=list)
     prepared: bool = False
+    #: sources of the job's second streams (``Job.inputs``) that selected outputs read, by name
+    inputs: dict[str, Source] = field(default_factory=dict)
+
+    def first_source(self, output: Output) -> Source:
+        """The source an output's query reads first (``--max-events`` counts its events)."""
+        return self.inputs[output.dead_letters_of] if output.dead_letters_of else self.source
 
 
 def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
@@ -95,6 +106,9 @@ def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
         incident_updates=settings.incident_updates,
         incident_initial_state=settings.incident_initial_state,
         allowed_lateness_ms=_allowed_lateness(settings, job),
+        # --- ride matching ---
+        match_within_ms=parse_duration(settings.match_within, "--match-within"),
+        match_cell_m=settings.match_cell,
         options=options,
     )
     # --- count windows (state-windows) ---
@@ -216,9 +230,61 @@ def plan_run(settings: RunSettings) -> RunPlan:
             output.check(params)
         queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
                                  state_dir / "checkpoints" / name))
-    source.check_plan([q.output.name for q in queries])
+    source.check_plan([q.output.name for q in queries if not q.output.dead_letters_of])
     _check_incidents(params, queries)
-    return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes)
+    inputs = _input_sources(settings, job, source, trigger, queries, notes)
+    return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs)
+
+
+# --- ride matching ---
+def _input_sources(settings: RunSettings, job: Job, source: Source, trigger: Trigger, queries: list[QueryPlan],
+                   notes: list[str]) -> dict[str, Source]:
+    """The source of each second stream a selected output reads (``--rides URI``).
+
+    Without one, a generator run reads the same generator's kind of that name (same seed, start,
+    rate); any other run is refused. A stream no selected output reads is never opened for reading.
+    """
+    sources = {}
+    for name, schema in job.inputs.items():
+        uri = getattr(settings, name)
+        readers = [q.output.name for q in queries if name in q.output.inputs]
+        if uri is not None:
+            try:
+                opened = open_source(uri)  # a bad URI is refused even when nothing reads it
+            except ConfigError as exc:
+                raise ConfigError(f"--{name}: {exc}") from None
+        if not readers:
+            if uri is not None:
+                notes.append(f"--{name} is read only by {', '.join(o.name for o in job.outputs.values() if name in o.inputs)}, "
+                             "which this run does not write: it is not read")
+            continue
+        if uri is None:
+            if not isinstance(source, GeneratorSource):
+                raise ConfigError(f"output {readers[0]!r} joins a second stream, {name}: give its source with --{name} URI "
+                                  f"(e.g. --{name} 'generator://?kind={name}' or a redis://, kafka://, files:// URI)")
+            opened = open_source("generator://?" + urlencode({**source.uri.options, "kind": name}, safe=":"))
+        opened.event_schema = schema
+        if trigger.realtime:
+            raise ConfigError(f"output {readers[0]!r} reads two streams, which real-time mode cannot: use a micro-batch trigger")
+        opened.check_plan(readers)
+        sources[name] = opened
+    given = [name for name in INPUT_SETTINGS if getattr(settings, name) and name not in job.inputs]
+    if given:
+        raise ConfigError(f"job {job.name!r} reads no second stream {given[0]}: drop --{given[0]}")
+    return sources
+
+
+def _pin_inputs(plan: RunPlan, run_state: dict[str, Any]) -> None:
+    """Pin each second stream's source in its own part of the run state.
+
+    A generator given no ``start`` keeps the clock of a generator main source, so both streams'
+    event times line up (the default ``--rides`` is that).
+    """
+    for name, source in plan.inputs.items():
+        if (isinstance(source, GeneratorSource) and source.start_ms is None
+                and isinstance(plan.source, GeneratorSource)):
+            source.start_ms = plan.source.start_ms
+        source.pin(run_state.setdefault("inputs", {}).setdefault(name, {}))
 
 
 # --- speeding incidents (issue 4: incidents) ---
@@ -257,6 +323,9 @@ def prepare_state(plan: RunPlan) -> None:
     run_state = _load_run_state(plan)
     plan.source.check()
     plan.source.pin(run_state)
+    for source in plan.inputs.values():
+        source.check()
+    _pin_inputs(plan, run_state)
     for query in plan.queries:
         query.sink.check(query.output.name, query.fresh)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
@@ -268,14 +337,23 @@ def prepare_state(plan: RunPlan) -> None:
 def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
     """The DataFrame of one output: a stream, or with ``batch=True`` the same function on a static read."""
     max_events = plan.settings.max_events
-    raw = plan.source.read_batch(spark, max_events) if batch else plan.source.read_stream(spark, max_events)
+
+    def read(source: Source):
+        return source.read_batch(spark, max_events) if batch else source.read_stream(spark, max_events)
+
+    spec = plan.job.outputs[output]
+    # a second stream is read with the same --max-events bound as the main one
+    inputs = {name: decode(read(plan.inputs[name]), plan.job.inputs[name]) for name in spec.inputs}
+    if spec.dead_letters_of:
+        return inputs[spec.dead_letters_of].dead_letters
+    raw = read(plan.source)
     # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
     # computes inside each micro-batch; continuous and real-time mode have no such batches.
     observed = not batch and not (plan.trigger.continuous or plan.trigger.realtime)
     decoded = plan.job.decode(raw, observe=OBSERVATION if observed else None)
     if output == "dead-letters":
         return decoded.dead_letters
-    df = plan.job.pipeline(decoded.events, plan.params)[output]
+    df = plan.job.pipeline(decoded.events, plan.params, **inputs)[output]
     per_batch = plan.job.outputs[output].per_batch
     return per_batch(df, 0) if batch and per_batch is not None else df
 
@@ -356,6 +434,8 @@ class Run:
     def start(self) -> None:
         prepare_state(self.plan)
         self.plan.source.check_session(self.spark)  # e.g. a connector jar missing from the session
+        for source in self.plan.inputs.values():
+            source.check_session(self.spark)
         for qp in self.plan.queries:
             qp.sink.check_session(self.spark)
         if self.plan.trigger.continuous:
@@ -414,7 +494,10 @@ class Run:
         reached = self._reached.get(query.name)
         if reached is None:
             sources = last["sources"] or []
-            read = self.plan.source.events_read(json.loads(sources[0].json)) if sources else None
+            # a query's first source is its main stream (a join lists the pings' side first)
+            output = next((q.output for q in self.plan.queries if q.name == query.name), None)
+            first = self.plan.first_source(output) if output is not None else self.plan.source
+            read = first.events_read(json.loads(sources[0].json)) if sources else None
             if read is None or read < max_events:
                 return False
             reached = self._reached[query.name] = last["batchId"]

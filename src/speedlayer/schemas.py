@@ -103,6 +103,19 @@ CARD_TRANSACTION = EventSchema(
     time_field="time",
 )
 
+#: a rider asking for a ride (the fleet job's second stream, ``--rides``)
+RIDE_REQUEST = EventSchema(
+    name="ride request",
+    fields=(
+        Field("request_id", "string"),
+        Field("rider_id", "string"),
+        Field("pickup_lat", "double", -90, 90),
+        Field("pickup_lon", "double", -180, 180),
+        Field("request_time", "timestamp"),
+    ),
+    time_field="request_time",
+)
+
 #: a line of text (word count); ``event_time`` is the line's leading timestamp, else its arrival time
 TEXT_LINE = EventSchema(
     name="text line",

@@ -23,6 +23,12 @@ DEFAULT_CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     "spark.sql.adaptive.enabled": "false",  # AQE does not apply to streaming and adds planning time
+    # Dynamic partition pruning and runtime bloom filters trace a join key back to its source,
+    # substituting every alias on the way: through the generator's chain of projections that grows
+    # exponentially, and planning the ride-matching join ran the driver out of memory. Neither
+    # helps here: speedlayer reads no partitioned tables, and a stream's join runs no such filter.
+    "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
+    "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
     "spark.driver.memory": "2g",
     # Python workers (data sources, sinks) give the JVM 15 s by default to accept their connection;
     # on a saturated machine that fails a query with "Python worker failed to connect back".

@@ -39,3 +39,28 @@ def test_rerun_into_the_same_output_without_its_state_is_refused(run_cli, tmp_pa
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "already holds the output of another run" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_matches_run_from_the_cli_writes_what_the_static_join_computes(spark, run_cli, tmp_path):
+    source = "generator://?late=0&seed=7&rate=200&vehicles=50&rows_per_batch=1000"
+    result = run_cli("run", "fleet", "--source", source, "--max-events", "3000", "--state-dir", "st", "--no-live",
+                     "--sink", "matches=parquet:out/matches", "--match-within", "2s", "--match-cell", "100")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "stopped by --max-events 3000" in result.stdout
+    assert "(rides from generator (rides, seed=7, rate=200/s, vehicles=50" in result.stderr
+
+    start_ms = json.loads((tmp_path / "st" / "speedlayer-run.json").read_text())["run_state"]["generator_start_ms"]
+    settings = RunSettings(job="fleet", source=f"{source}&start={start_ms}", max_events=3000, match_within="2s",
+                           match_cell=100)
+    expected = batch_output(spark, settings, "matches")
+    assert expected.count() > 500
+    assertDataFrameEqual(spark.read.parquet(str(tmp_path / "out/matches")), expected)
+
+
+def test_matches_from_a_source_other_than_the_generator_need_rides(run_cli, tmp_path):
+    (tmp_path / "landing").mkdir()
+    result = run_cli("run", "fleet", "--source", "files:landing", "--sink", "matches=console:")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: output 'matches' joins a second stream, rides: give its source with --rides URI "
+        "(e.g. --rides 'generator://?kind=rides' or a redis://, kafka://, files:// URI)"]

@@ -40,6 +40,9 @@ class Params:
     # --- allowed lateness (issue 4: late data) ---
     #: fleet windows: a closed window is corrected by events this late (0: off, late events are dropped)
     allowed_lateness_ms: int = 0
+    # --- ride matching ---
+    match_within_ms: int = 10_000  # a ping matches a request up to this far from the request time
+    match_cell_m: float = 500.0    # grid cell size, and the farthest a matching ping is from the pickup
 
 
 @dataclass(frozen=True)
@@ -76,11 +79,15 @@ class Output:
     def key_in(self, mode: str) -> tuple[str, ...]:
         """The columns that identify a row written in ``mode``."""
         return self.append_key if mode == APPEND and self.append_key else self.key
+    #: the job's second streams (``Job.inputs``) this output reads, each from its own source (``--rides URI``)
+    inputs: tuple[str, ...] = ()
+    #: this output is the dead letters of that input (it reads neither the main source nor the pipeline)
+    dead_letters_of: str | None = None
 
 
 @dataclass(frozen=True)
 class Job:
-    """A job: ``pipeline(events, params)`` returns a DataFrame for each output except dead letters."""
+    """A job: ``pipeline(events, params, **inputs)`` returns a DataFrame for each output except dead letters."""
 
     name: str
     summary: str
@@ -98,6 +105,9 @@ class Job:
     decoder: Callable[[DataFrame, EventSchema], Decoded] | None = None
     #: checks before start that need no Spark (a model on disk, ...); raises ConfigError
     check: Callable[[Params], None] | None = None
+    #: second event streams some outputs join, by name (a run setting of that name gives the source URI);
+    #: the pipeline receives each as a keyword argument, a ``Decoded``, when the output it builds reads it
+    inputs: Mapping[str, EventSchema] = field(default_factory=dict)
 
     def decode(self, raw: DataFrame, observe: str | None = None) -> Decoded:
         """Typed events and dead letters of RAW rows, the way this job reads its payloads.

@@ -12,26 +12,28 @@ from typing import Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from speedlayer.decode import Decoded
 from speedlayer.durations import spark_interval
+from speedlayer.errors import ConfigError
 from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.incidents import speeding_incidents
 from speedlayer.pipelines.late import late_events
-from speedlayer.schemas import VEHICLE_EVENT
+from speedlayer.schemas import RIDE_REQUEST, VEHICLE_EVENT
 from speedlayer.zones import load_zones, zone_of
 
 
-def with_watermark(events: DataFrame, params: Params, extra_ms: int = 0) -> DataFrame:
-    """Event-time watermark on ``event_time`` (none on a static DataFrame or in continuous mode).
+def with_watermark(events: DataFrame, params: Params, column: str = "event_time", extra_ms: int = 0) -> DataFrame:
+    """Event-time watermark on ``column`` (none on a static DataFrame or in continuous mode).
 
     ``extra_ms`` lengthens Spark's delay beyond ``params.watermark_ms`` (windows with allowed lateness).
     """
     if not events.isStreaming or params.continuous:
         return events
-    return events.withWatermark("event_time", spark_interval(params.watermark_ms + extra_ms))
+    return events.withWatermark(column, spark_interval(params.watermark_ms + extra_ms))
 
 
-def drop_duplicate_events(events: DataFrame, params: Params) -> DataFrame:
-    """Drop re-sent events by ``event_id``: within the watermark on a stream, all of them in batch.
+def drop_duplicate_events(events: DataFrame, params: Params, key: str = "event_id") -> DataFrame:
+    """Drop re-sent events by ``key``: within the watermark on a stream, all of them in batch.
 
     Which copy survives is arbitrary (copies differ only in ``ingest_time``), so no output carries
     ``ingest_time`` as a result.
@@ -39,8 +41,8 @@ def drop_duplicate_events(events: DataFrame, params: Params) -> DataFrame:
     if params.continuous:
         return events
     if events.isStreaming:
-        return events.dropDuplicatesWithinWatermark(["event_id"])
-    return events.dropDuplicates(["event_id"])
+        return events.dropDuplicatesWithinWatermark([key])
+    return events.dropDuplicates([key])
 
 
 def with_speed_limit(events: DataFrame, params: Params) -> DataFrame:
@@ -115,12 +117,12 @@ def overspeed_alerts(events: DataFrame, params: Params) -> DataFrame:
     )
 
 
-def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]:
-    """All outputs of the fleet job from decoded vehicle events.
+def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = None) -> Mapping[str, DataFrame]:
+    """All outputs of the fleet job from decoded vehicle events (and decoded ride requests, for ``matches``).
 
-    >>> outputs = fleet_pipeline(decoded.events, Params())  # doctest: +SKIP
+    >>> outputs = fleet_pipeline(decoded.events, Params(), rides=decode(raw_requests, RIDE_REQUEST))  # doctest: +SKIP
     >>> sorted(outputs)                                      # doctest: +SKIP
-    ['alerts', 'congestion', 'count-windows', 'incidents', 'late', 'sliding', 'trips', 'windows']
+    ['alerts', 'congestion', 'count-windows', 'incidents', 'late', 'matches', 'sliding', 'trips', 'windows']
     """
     watermarked = with_watermark(events, params)
     clean = drop_duplicate_events(watermarked, params)
@@ -142,6 +144,7 @@ def fleet_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
             "incidents": lambda: speeding_incidents(with_speed_limit(clean, params), params),
             # late events are judged before dedup, as Spark's own watermark filter sees them
             "late": lambda: late_events(watermarked, params),  # behind watermark + allowed lateness
+            "matches": lambda: _matches(clean, rides, params),
         })
     return LazyOutputs(outputs)
 
@@ -160,6 +163,20 @@ def _windows_with_lateness(output: Output, params: Params) -> Output:
                    "(window_start, window_end, vehicle_id), append keeps every revision")
 
 
+def _matches(pings: DataFrame, rides: Decoded | None, params: Params) -> DataFrame:
+    from speedlayer.pipelines.matching import ride_matches
+
+    if rides is None:
+        raise ConfigError("output 'matches' joins ride requests: give their source with --rides URI")
+    return ride_matches(pings, rides.events, params)
+
+
+def _check_matching(params: Params) -> None:
+    from speedlayer.pipelines.matching import check_matching
+
+    check_matching(params)
+
+
 def _check_trip_gap(params: Params) -> None:  # state-windows
     from speedlayer.pipelines.trips import check_trip_gap
 
@@ -168,7 +185,7 @@ def _check_trip_gap(params: Params) -> None:  # state-windows
 
 FLEET = Job(
     name="fleet",
-    summary="ride-hailing fleet: speed windows, alerts, incidents, trips, congestion, count windows, late events",
+    summary="ride-hailing fleet: speed windows, alerts, incidents, trips, congestion, count windows, late events, ride matches",
     schema=VEHICLE_EVENT,
     pipeline=fleet_pipeline,
     outputs={
@@ -195,6 +212,15 @@ FLEET = Job(
         "late": Output("late", "events that arrived behind the watermark (the windows drop them): the window they "
                        "belonged to and the watermark they missed", (APPEND, UPDATE), APPEND, True,
                        ("event_id", "missed_watermark")),
+        # --- ride matching ---
+        "matches": Output("matches", "candidate vehicles per ride request (--rides): pings within --match-cell metres "
+                          "of the pickup and --match-within of the request time (stream-stream join)",
+                          (APPEND,), APPEND, True, ("request_id", "vehicle_id", "ping_time"), check=_check_matching,
+                          inputs=("rides",)),
+        "ride-dead-letters": Output("ride-dead-letters", "ride requests (--rides) that failed to parse or validate, "
+                                    "with the reason", (APPEND, UPDATE), APPEND, False, ("offset",),
+                                    inputs=("rides",), dead_letters_of="rides"),
     },
     default_outputs=("windows", "alerts"),
+    inputs={"rides": RIDE_REQUEST},
 )

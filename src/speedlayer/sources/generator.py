@@ -38,13 +38,15 @@ KINDS: dict[str, str] = {
     "vehicles": "speedlayer.sources.generator:vehicle_events",
     "actions": "speedlayer.sources.generator_actions:action_events",
     "transactions": "speedlayer.sources.generator_transactions:transaction_events",
+    "rides": "speedlayer.sources.generator_rides:ride_events",
 }
 
 
 class GeneratorOptions(BaseModel):
     kind: str = Field("vehicles", description="what to generate: " + ", ".join(KINDS))
     rate: int = Field(5000, gt=0, description="events per second (paced), also the event-time spacing")
-    vehicles: int = Field(2000, gt=0)
+    vehicles: int = Field(2000, gt=0, description="vehicles (kind=rides: the vehicles pickups are placed near)")
+    riders: int = Field(5000, gt=0, description="kind=rides: number of riders")
     cards: int = Field(2000, gt=0, description="kind=transactions: number of cards")
     fraud: float = Field(0.01, ge=0, le=1, description="kind=transactions: fraction of fraudulent transactions")
     seed: int = 42
@@ -105,6 +107,45 @@ def _uniform(seed: int, key: Column, salt: int) -> Column:
     return bits / F.lit(2_147_483_647.0)
 
 
+def vehicle_path(df: DataFrame, seed: int, start_ms: int) -> DataFrame:
+    """``df`` with where each vehicle is at each time: ``lat`` and ``lon`` from columns ``vehicle`` and ``event_ms``.
+
+    A vehicle drives a circle around the centre (its radius, direction, cruise speed and phase are
+    stable per seed and vehicle); ``wave`` is the speed's periodic swing. Ride requests use it to
+    put pickups where the vehicles of the same seed are.
+
+    >>> vehicle_path(spark.range(1).selectExpr("id AS vehicle", "0L AS event_ms"), 42, 0)  # doctest: +SKIP
+    """
+    c = F.col
+
+    def trait(salt: int) -> Column:  # per-vehicle, stable over time
+        return _uniform(seed + 1, c("vehicle"), salt)
+
+    df = df.select(
+        "*",
+        (1.0 + 14.0 * trait(1)).alias("radius_km"),
+        F.when(trait(2) < 0.5, -1.0).otherwise(1.0).alias("direction"),
+        (25.0 + 35.0 * trait(3)).alias("cruise_kmh"),
+        (60.0 + 240.0 * trait(4)).alias("period_s"),
+        (2 * math.pi * trait(5)).alias("phase"),
+        (2 * math.pi * trait(6)).alias("angle0"),
+        # About 3% of vehicles speed; the rest stay mostly below the local limit.
+        F.when(trait(7) < 0.03, 1.12 + 0.3 * trait(8)).otherwise(0.62 + 0.3 * trait(8)).alias("habit"),
+    )
+    t_s = (c("event_ms") - F.lit(start_ms)) / 1000.0
+    df = df.select("*", (2 * math.pi * t_s / c("period_s") + c("phase")).alias("wave"), t_s.alias("t_s"))
+    # distance = integral of cruise * (1 + 0.3 sin(wave)) dt, in km
+    distance_km = c("cruise_kmh") / 3600.0 * (c("t_s") - 0.3 * c("period_s") / (2 * math.pi) * F.cos(c("wave")))
+    df = df.select("*", (c("angle0") + c("direction") * distance_km / c("radius_km")).alias("angle"))
+    lon_scale = _KM_PER_DEG_LAT * math.cos(math.radians(CENTER_LAT))
+    df = df.select(
+        "*",
+        F.round(F.lit(CENTER_LAT) + c("radius_km") / _KM_PER_DEG_LAT * F.sin(c("angle")), 6).alias("lat"),
+        F.round(F.lit(CENTER_LON) + c("radius_km") / lon_scale * F.cos(c("angle")), 6).alias("lon"),
+    )
+    return df
+
+
 def vehicle_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
     """RAW rows for a DataFrame of sequence numbers ``n`` (long).
 
@@ -136,31 +177,7 @@ def vehicle_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> Dat
         F.pmod(src, F.lit(opts.vehicles)).alias("vehicle"),
     )
 
-    def trait(salt: int) -> Column:  # per-vehicle, stable over time
-        return _uniform(seed + 1, c("vehicle"), salt)
-
-    df = df.select(
-        "n", "src", "event_ms", "vehicle",
-        (1.0 + 14.0 * trait(1)).alias("radius_km"),
-        F.when(trait(2) < 0.5, -1.0).otherwise(1.0).alias("direction"),
-        (25.0 + 35.0 * trait(3)).alias("cruise_kmh"),
-        (60.0 + 240.0 * trait(4)).alias("period_s"),
-        (2 * math.pi * trait(5)).alias("phase"),
-        (2 * math.pi * trait(6)).alias("angle0"),
-        # About 3% of vehicles speed; the rest stay mostly below the local limit.
-        F.when(trait(7) < 0.03, 1.12 + 0.3 * trait(8)).otherwise(0.62 + 0.3 * trait(8)).alias("habit"),
-    )
-    t_s = (c("event_ms") - F.lit(start_ms)) / 1000.0
-    df = df.select("*", (2 * math.pi * t_s / c("period_s") + c("phase")).alias("wave"), t_s.alias("t_s"))
-    # distance = integral of cruise * (1 + 0.3 sin(wave)) dt, in km
-    distance_km = c("cruise_kmh") / 3600.0 * (c("t_s") - 0.3 * c("period_s") / (2 * math.pi) * F.cos(c("wave")))
-    df = df.select("*", (c("angle0") + c("direction") * distance_km / c("radius_km")).alias("angle"))
-    lon_scale = _KM_PER_DEG_LAT * math.cos(math.radians(CENTER_LAT))
-    df = df.select(
-        "*",
-        F.round(F.lit(CENTER_LAT) + c("radius_km") / _KM_PER_DEG_LAT * F.sin(c("angle")), 6).alias("lat"),
-        F.round(F.lit(CENTER_LON) + c("radius_km") / lon_scale * F.cos(c("angle")), 6).alias("lon"),
-    )
+    df = vehicle_path(df, seed, start_ms)
     df = df.select("*", zone_of(c("lat"), c("lon"))[2].alias("limit"))
     noise = (_uniform(seed, src, 6) - 0.5) * 4
     df = df.select(
@@ -251,7 +268,7 @@ class GeneratorSource(Source):
     def describe(self) -> str:
         o = self.options
         start = datetime.fromtimestamp((self.start_ms or 0) / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        vehicles = f", vehicles={o.vehicles}" if o.kind == "vehicles" else ""
+        vehicles = f", vehicles={o.vehicles}" if o.kind in ("vehicles", "rides") else ""
         return f"generator ({o.kind}, seed={o.seed}, rate={o.rate}/s{vehicles}, start={start})"
 
     def _start(self) -> int:
