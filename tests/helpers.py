@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+from datetime import datetime
+from pathlib import Path
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -30,3 +34,14 @@ def wait_for_batch(query, batch_id: int, timeout: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"query {query.name} did not reach batch {batch_id} in {timeout}s")
         query.awaitTermination(0.1)
+
+
+def land_files(landing: Path, files: list[list[str]], first_mtime: datetime) -> None:
+    """Write each list of lines as one JSON-lines file, modified one second apart from ``first_mtime``,
+    so a files source with ``max_files_per_trigger=1`` reads them one per micro-batch in order."""
+    landing.mkdir(parents=True, exist_ok=True)
+    for i, lines in enumerate(files):
+        path = landing / f"f{i}.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        stamp = first_mtime.timestamp() + i
+        os.utime(path, (stamp, stamp))

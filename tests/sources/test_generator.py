@@ -1,5 +1,6 @@
 """The generator: reproducible by seed, the raw shape every source has, stream equal to batch."""
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -11,10 +12,11 @@ from tests.helpers import wait_for_batch
 START = "2026-11-22T10:00:00Z"
 
 
-def test_same_seed_same_events_other_seed_other_events(spark):
-    a = open_source(f"generator://?seed=7&start={START}").read_batch(spark, 2000)
-    b = open_source(f"generator://?seed=7&start={START}").read_batch(spark, 2000)
-    c = open_source(f"generator://?seed=8&start={START}").read_batch(spark, 2000)
+@pytest.mark.parametrize("kind", ["vehicles", "rides"])
+def test_same_seed_same_events_other_seed_other_events(spark, kind):
+    a = open_source(f"generator://?kind={kind}&seed=7&start={START}").read_batch(spark, 2000)
+    b = open_source(f"generator://?kind={kind}&seed=7&start={START}").read_batch(spark, 2000)
+    c = open_source(f"generator://?kind={kind}&seed=8&start={START}").read_batch(spark, 2000)
     assertDataFrameEqual(a, b)
     assert a.exceptAll(c).count() > 1000
     assert [(f.name, f.dataType) for f in a.schema] == [(f.name, f.dataType) for f in RAW_SCHEMA]

@@ -1,24 +1,14 @@
-"""The generator's ride requests: reproducible, RAW, faults as asked, pickups where the vehicles drive."""
+"""The generator's ride requests (reproducible by seed: tests/sources/test_generator.py): faults as asked, pickups where the vehicles drive."""
 
 from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.config import RunSettings
 from speedlayer.decode import decode
-from speedlayer.schemas import RAW_SCHEMA, RIDE_REQUEST
+from speedlayer.schemas import RIDE_REQUEST
 from speedlayer.sources import open_source
 from tests.helpers import batch_output
 
 START = "2026-11-22T10:00:00Z"
-
-
-def test_same_seed_same_requests_other_seed_other_requests(spark):
-    a = open_source(f"generator://?kind=rides&seed=7&start={START}").read_batch(spark, 1000)
-    b = open_source(f"generator://?kind=rides&seed=7&start={START}").read_batch(spark, 1000)
-    c = open_source(f"generator://?kind=rides&seed=8&start={START}").read_batch(spark, 1000)
-    assertDataFrameEqual(a, b)
-    assert a.exceptAll(c).count() > 900
-    assert [(f.name, f.dataType) for f in a.schema] == [(f.name, f.dataType) for f in RAW_SCHEMA]
 
 
 def test_faults_become_dead_letters_and_resent_requests_repeat_their_id(spark):

@@ -9,11 +9,11 @@ the same batches and the same watermarks.
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timedelta, timezone
 
 from speedlayer.config import RunSettings
 from speedlayer.runner import build_output, plan_run
+from tests.helpers import land_files
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -34,12 +34,7 @@ FILES = [
 
 def test_events_in_equal_accepted_plus_late_plus_malformed_plus_duplicates(spark, tmp_path):
     landing = tmp_path / "landing"
-    landing.mkdir()
-    for i, lines in enumerate(FILES):
-        path = landing / f"f{i}.jsonl"
-        path.write_text("\n".join(lines) + "\n")
-        stamp = (T0 + timedelta(seconds=100 + i)).timestamp()
-        os.utime(path, (stamp, stamp))
+    land_files(landing, FILES, T0 + timedelta(seconds=100))
     s = RunSettings(job="fleet", source=f"files://{landing}?max_files_per_trigger=1", trigger="available-now",
                     sinks={"windows": "memory:books_windows", "late": "memory:books_late"}, state_dir=str(tmp_path / "st"))
     plan = plan_run(s)

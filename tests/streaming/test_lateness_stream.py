@@ -10,11 +10,11 @@ previous batch's watermark minus the lateness.
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime, timedelta, timezone
 
 from speedlayer.config import RunSettings
 from speedlayer.runner import build_output, plan_run
+from tests.helpers import land_files
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 
@@ -41,12 +41,7 @@ def at(sec):
 
 def test_late_events_within_the_lateness_correct_closed_windows_and_the_books_balance(spark, tmp_path):
     landing = tmp_path / "landing"
-    landing.mkdir()
-    for i, lines in enumerate(FILES):
-        path = landing / f"f{i}.jsonl"
-        path.write_text("\n".join(lines) + "\n")
-        stamp = (T0 + timedelta(seconds=300 + i)).timestamp()
-        os.utime(path, (stamp, stamp))
+    land_files(landing, FILES, T0 + timedelta(seconds=300))
     s = RunSettings(job="fleet", source=f"files://{landing}?max_files_per_trigger=1", trigger="available-now",
                     allowed_lateness="20s", sinks={"windows": "memory:corr_windows", "late": "memory:corr_late"},
                     output_mode={"windows": "append"}, state_dir=str(tmp_path / "st"))  # append: every revision kept
