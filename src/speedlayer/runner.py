@@ -513,12 +513,6 @@ class Run:
                 failed = next((q for q in self.queries if not q.isActive and q.exception() is not None), None)
                 if failed is not None:
                     raise QueryFailedError(f"query {failed.name} failed: {_first_line(failed.exception())}")
-                if settings.max_events:
-                    # a query that is done would only run empty batches while the others catch up
-                    self._stop_after_batch([q for q in self.queries if q.isActive and self._bounded_done(q)])
-                    if all(self._bounded_done(q) for q in self.queries):
-                        stopped_by = f"--max-events {settings.max_events}"
-                        break
                 if all(not q.isActive for q in self.queries):
                     break
                 if self.stop_requested.is_set():
@@ -526,6 +520,9 @@ class Run:
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     stopped_by = f"--duration {settings.duration:g}s"
+                    break
+                if settings.max_events and all(self._bounded_done(q) for q in self.queries):
+                    stopped_by = f"--max-events {settings.max_events}"
                     break
                 time.sleep(0.2)
         finally:
@@ -547,18 +544,8 @@ class Run:
                 side.stop()
             except Exception:  # noqa: BLE001 — a view's query never holds up the stop
                 pass
-        self._stop_after_batch(self.queries)
-        # The listener bus delivers progress reports late: the summary must hold the last batches.
-        self.tracker.wait_terminated([q.name for q in self.queries])
-        try:
-            self.spark.streams.removeListener(self.tracker)
-        except Exception:  # noqa: BLE001
-            pass
-
-    def _stop_after_batch(self, queries: list[Any]) -> None:
-        """Stop ``queries`` each once the batch it is running has committed (at most ``STOP_TIMEOUT_S``)."""
         pending = {}
-        for query in queries:
+        for query in self.queries:
             if query.isActive and (self.plan.trigger.continuous or self.plan.trigger.realtime):
                 pending[query] = None  # epochs / long real-time batches commit on their own clock: stop now
             elif query.isActive:
@@ -578,6 +565,12 @@ class Run:
                         pass
                     del pending[query]
             time.sleep(0.05)
+        # The listener bus delivers progress reports late: the summary must hold the last batches.
+        self.tracker.wait_terminated([q.name for q in self.queries])
+        try:
+            self.spark.streams.removeListener(self.tracker)
+        except Exception:  # noqa: BLE001
+            pass
 
     def summary(self, stopped_by: str) -> RunSummary:
         rows = []
