@@ -41,6 +41,10 @@ def path_length_km(points: Column) -> Column:
 M_PER_DEG_LAT = math.pi * EARTH_RADIUS_KM * 1000 / 180
 
 
+def _cell_row(lat: Column, cell_m: float) -> Column:
+    return F.floor(lat * M_PER_DEG_LAT / cell_m)
+
+
 def _cell_col(lon: Column, row: Column, cell_m: float) -> Column:
     # East-west metres are scaled by the cosine of the row's central latitude, the same for every
     # point of the row, so two points in one row share a column exactly when they are in one cell.
@@ -56,7 +60,7 @@ def grid_cell(lat: Column, lon: Column, cell_m: float) -> tuple[Column, Column]:
 
     >>> row, col = grid_cell(F.col("lat"), F.col("lon"), 500.0)  # doctest: +SKIP
     """
-    row = F.floor(lat * M_PER_DEG_LAT / cell_m)
+    row = _cell_row(lat, cell_m)
     return row, _cell_col(lon, row, cell_m)
 
 
@@ -66,7 +70,7 @@ def nearby_cells(lat: Column, lon: Column, cell_m: float) -> Column:
     Every point within ``cell_m`` metres of the point lies in one of them, so joining on them and
     then keeping the pairs within ``cell_m`` finds every neighbour, cell borders or not.
     """
-    row = F.floor(lat * M_PER_DEG_LAT / cell_m)
+    row = _cell_row(lat, cell_m)
     cells = []
     for d_row in (-1, 0, 1):
         r = row + d_row

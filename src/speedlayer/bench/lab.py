@@ -350,7 +350,7 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
             while time.time() < t_end and not cell.fell_behind:
                 _check_alive(runs[0])
                 if _fell_behind(runs[0], feed.produced, rate, trigger):
-                    cell.fell_behind, t_end = True, time.time()
+                    cell.fell_behind = True
                     break
                 time.sleep(0.2)
             t_end = min(t_end, time.time())
@@ -376,8 +376,8 @@ def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode
                 cell.batches.extend(_batches(r))
         cell.run_s = [round(x, 1) for x in run_s]
         flat = cell.slope is None or cell.slope < FLAT_SLOPE
-        cell.drained = drained = drained and not cell.fell_behind
-        cell.kept_up = bool(cell.rows_measured and flat and drained and cell.produced_rate >= RATE_KEPT * rate)
+        cell.drained = drained and not cell.fell_behind
+        cell.kept_up = bool(cell.rows_measured and flat and cell.drained and cell.produced_rate >= RATE_KEPT * rate)
     except SpeedlayerError as exc:
         cell.status, cell.reason = FAILED, str(exc)
     finally:

@@ -67,6 +67,10 @@ class Output:
     modes_note: str = ""
     #: this output as the run's settings shape it (modes, default mode, key); None: as declared
     configure: Callable[["Output", Params], "Output"] | None = None
+    #: the job's second streams (``Job.inputs``) this output reads, each from its own source (``--rides URI``)
+    inputs: tuple[str, ...] = ()
+    #: this output is the dead letters of that input (it reads neither the main source nor the pipeline)
+    dead_letters_of: str | None = None
 
     def for_params(self, params: Params) -> "Output":
         """This output under the run's settings.
@@ -79,10 +83,6 @@ class Output:
     def key_in(self, mode: str) -> tuple[str, ...]:
         """The columns that identify a row written in ``mode``."""
         return self.append_key if mode == APPEND and self.append_key else self.key
-    #: the job's second streams (``Job.inputs``) this output reads, each from its own source (``--rides URI``)
-    inputs: tuple[str, ...] = ()
-    #: this output is the dead letters of that input (it reads neither the main source nor the pipeline)
-    dead_letters_of: str | None = None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ from speedlayer.zones import zone_of
 
 CENTER_LAT, CENTER_LON = 52.5200, 13.4050
 _KM_PER_DEG_LAT = 111.32
+#: km per degree of longitude at the centre (east-west distances of the vehicles' paths and the pickups)
+_KM_PER_DEG_LON = _KM_PER_DEG_LAT * math.cos(math.radians(CENTER_LAT))
 _MALFORMED_KINDS = 7
 
 
@@ -137,11 +139,10 @@ def vehicle_path(df: DataFrame, seed: int, start_ms: int) -> DataFrame:
     # distance = integral of cruise * (1 + 0.3 sin(wave)) dt, in km
     distance_km = c("cruise_kmh") / 3600.0 * (c("t_s") - 0.3 * c("period_s") / (2 * math.pi) * F.cos(c("wave")))
     df = df.select("*", (c("angle0") + c("direction") * distance_km / c("radius_km")).alias("angle"))
-    lon_scale = _KM_PER_DEG_LAT * math.cos(math.radians(CENTER_LAT))
     df = df.select(
         "*",
         F.round(F.lit(CENTER_LAT) + c("radius_km") / _KM_PER_DEG_LAT * F.sin(c("angle")), 6).alias("lat"),
-        F.round(F.lit(CENTER_LON) + c("radius_km") / lon_scale * F.cos(c("angle")), 6).alias("lon"),
+        F.round(F.lit(CENTER_LON) + c("radius_km") / _KM_PER_DEG_LON * F.cos(c("angle")), 6).alias("lon"),
     )
     return df
 

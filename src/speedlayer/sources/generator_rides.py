@@ -18,7 +18,7 @@ import math
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.sources.generator import CENTER_LAT, _KM_PER_DEG_LAT, GeneratorOptions, _iso, _uniform, vehicle_path
+from speedlayer.sources.generator import _KM_PER_DEG_LAT, _KM_PER_DEG_LON, GeneratorOptions, _iso, _uniform, vehicle_path
 from speedlayer.sources.generator_actions import corrupt, metadata, timeline
 
 #: farthest a pickup lies from the vehicle it was placed by, in km
@@ -41,13 +41,12 @@ def ride_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFr
     bearing = 2 * math.pi * _uniform(seed, src, 12)
     # sqrt: uniform over the disc around the vehicle, not crowded at its centre
     spread_km = PICKUP_SPREAD_KM * F.sqrt(_uniform(seed, src, 13))
-    lon_scale = _KM_PER_DEG_LAT * math.cos(math.radians(CENTER_LAT))
     df = df.select(
         "n", "src",
         F.format_string("r-%07d", src).alias("request_id"),
         F.format_string("R%05d", c("rider")).alias("rider_id"),
         F.round(c("lat") + spread_km * F.sin(bearing) / _KM_PER_DEG_LAT, 6).alias("pickup_lat"),
-        F.round(c("lon") + spread_km * F.cos(bearing) / lon_scale, 6).alias("pickup_lon"),
+        F.round(c("lon") + spread_km * F.cos(bearing) / _KM_PER_DEG_LON, 6).alias("pickup_lon"),
         _iso(c("event_ms")).alias("request_time"),
     )
     good = F.to_json(F.struct(*PAYLOAD_FIELDS))
