@@ -44,7 +44,9 @@ def _typed(field: Field, text: Column) -> Column:
     if field.kind == "string":
         return F.when(F.trim(text) != "", text)
     if field.kind == "timestamp":
-        # ISO-8601 text, or a number read as epoch milliseconds.
+        # ISO-8601 text, or a number read as epoch milliseconds. The pattern guards the number's
+        # cast: try_cast of text that is not a number to long costs ~6 µs per event (it throws and
+        # catches inside), the pattern ~0.05 µs.
         millis = F.when(text.rlike(r"^-?\d+$"), F.timestamp_millis(text.try_cast("long")))
         return F.coalesce(millis, text.try_cast("timestamp"))
     value = text.try_cast(field.kind)
@@ -101,11 +103,12 @@ def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column
     return ok
 
 
-def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None) -> Decoded:
+def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, latency_sample: float = 1.0) -> Decoded:
     """Split a RAW DataFrame into typed events and dead letters.
 
     With ``observe``, a Spark observation of that name counts both sides and the event/ingest
-    times of each micro-batch (``speedlayer.monitor.metrics.observation``) for the progress report.
+    times of each micro-batch (``speedlayer.monitor.metrics.observation``) for the progress report;
+    ``latency_sample`` is the fraction of events its latency percentiles read.
 
     >>> decoded = decode(raw_df, VEHICLE_EVENT)          # doctest: +SKIP
     >>> decoded.events.columns                            # doctest: +SKIP
@@ -146,8 +149,12 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None) -> D
     if observe:
         from speedlayer.monitor.metrics import observation
 
+        sampled = None
+        if latency_sample < 1:
+            # drawn in the projection: Spark cannot seed a random number inside an observation
+            checked, sampled = checked.select("*", (F.rand(0) < latency_sample).alias("_sampled")), F.col("_sampled")
         checked = checked.observe(observe, *observation(F.col("_reason").isNull(), F.col(typed_names[schema.time_field]),
-                                                        F.col("ingest_time")))
+                                                        F.col("ingest_time"), sampled))
     events = checked.where(F.col("_reason").isNull()).select(
         *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
     )

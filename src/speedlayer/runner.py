@@ -23,7 +23,7 @@ from speedlayer.config import RunSettings
 from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
-from speedlayer.monitor.metrics import OBSERVATION
+from speedlayer.monitor.metrics import OBSERVATION, latency_sample
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import OUTPUT_MODES, Job, Output, Params
@@ -350,7 +350,9 @@ def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
     # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
     # computes inside each micro-batch; continuous and real-time mode have no such batches.
     observed = not batch and not (plan.trigger.continuous or plan.trigger.realtime)
-    decoded = plan.job.decode(raw, observe=OBSERVATION if observed else None)
+    interval_ms = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
+    decoded = plan.job.decode(raw, observe=OBSERVATION if observed else None,
+                              latency_sample=latency_sample(plan.source.batch_rows(interval_ms)))
     if output == "dead-letters":
         return decoded.dead_letters
     df = plan.job.pipeline(decoded.events, plan.params, **inputs)[output]

@@ -3,6 +3,11 @@
 Everything here is pushed by Spark's listener bus after each batch; nothing polls. Subscribers
 (``subscribe``) are called with each batch's ``BatchMetrics``; a failing subscriber is logged and
 never disturbs the run.
+
+The tracker takes Spark's events through a bridge of its own (``_ProgressBridge``) that reads a
+progress report as one JSON string: PySpark's own bridge turns each report into Python objects
+getter by getter, dozens of Py4J calls per batch whose class look-ups scan every jar on the
+classpath, and that cost about 4% of the JVM's CPU on the fleet job (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -67,6 +72,29 @@ class QueryProgress:
         return self.last_with_events.latency_ms if self.last_with_events is not None else {}
 
 
+class _ProgressBridge:
+    """The Java side's listener calls this (Py4J); it hands the tracker each event with a few calls."""
+
+    def __init__(self, tracker: "ProgressTracker") -> None:
+        self.tracker = tracker
+
+    def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802 — Spark's interface
+        self.tracker.started(jevent.id().toString(), jevent.name())
+
+    def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802
+        self.tracker.record(json.loads(jevent.progress().json()))
+
+    def onQueryIdle(self, jevent: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, jevent: Any) -> None:  # noqa: N802
+        exception = jevent.exception()
+        self.tracker.terminated(jevent.id().toString(), exception.get() if exception.isDefined() else None)
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+
+
 class ProgressTracker(StreamingQueryListener):
     """Collects ``onQueryProgress`` events per query name (thread-safe).
 
@@ -86,26 +114,44 @@ class ProgressTracker(StreamingQueryListener):
         """Call ``callback(metrics)`` after each batch of any query (on the listener's thread)."""
         self._subscribers.append(callback)
 
-    def onQueryStarted(self, event: Any) -> None:
-        name = event.name or str(event.id)
+    @property
+    def _jlistener(self) -> Any:
+        """What ``spark.streams.addListener`` registers: Spark's wrapper around our lighter bridge."""
+        if not hasattr(self, "_jlistenerobj"):
+            from pyspark import SparkContext
+
+            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_ProgressBridge(self))
+        return self._jlistenerobj
+
+    def started(self, query_id: str, name: str | None) -> None:
+        """A query started (its progress reports will carry ``name``)."""
+        name = name or query_id
         with self._lock:
-            self._names[str(event.id)] = name
+            self._names[query_id] = name
             self._queries[name] = QueryProgress(name)
 
-    def onQueryProgress(self, event: Any) -> None:
-        self.record(json.loads(event.progress.json))
-
-    def onQueryIdle(self, event: Any) -> None:
-        pass
-
-    def onQueryTerminated(self, event: Any) -> None:
+    def terminated(self, query_id: str, exception: str | None = None) -> None:
+        """A query ended; every progress report of it has been recorded before this."""
         with self._lock:
-            query = self._queries.get(self._names.get(str(event.id), str(event.id)))
+            query = self._queries.get(self._names.get(query_id, query_id))
             if query is not None:
                 query.terminated = True
-                if getattr(event, "exception", None):
-                    query.error = str(event.exception).strip().splitlines()[0][:400]
+                if exception:
+                    query.error = exception.strip().splitlines()[0][:400]
             self._lock.notify_all()
+
+    # PySpark's listener interface, for callers that hand the tracker PySpark's own events
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802
+        self.started(str(event.id), event.name)
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        self.record(json.loads(event.progress.json))
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        self.terminated(str(event.id), getattr(event, "exception", None))
 
     def wait_terminated(self, names: list[str], timeout: float = 5.0) -> bool:
         """Wait until Spark has delivered the end (and so every progress report) of these stopped queries."""

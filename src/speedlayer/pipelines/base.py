@@ -109,14 +109,15 @@ class Job:
     #: the pipeline receives each as a keyword argument, a ``Decoded``, when the output it builds reads it
     inputs: Mapping[str, EventSchema] = field(default_factory=dict)
 
-    def decode(self, raw: DataFrame, observe: str | None = None) -> Decoded:
+    def decode(self, raw: DataFrame, observe: str | None = None, latency_sample: float = 1.0) -> Decoded:
         """Typed events and dead letters of RAW rows, the way this job reads its payloads.
 
-        ``observe`` names decode's per-batch observation (latency, dead letters) for the metrics;
-        a job with its own decoder has none.
+        ``observe`` names decode's per-batch observation (latency, dead letters) for the metrics,
+        whose latency percentiles read ``latency_sample`` of the events; a job with its own
+        decoder has none.
         """
         if self.decoder is None:
-            return decode(raw, self.schema, observe=observe)
+            return decode(raw, self.schema, observe=observe, latency_sample=latency_sample)
         return self.decoder(raw, self.schema)
 
 

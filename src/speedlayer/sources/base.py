@@ -71,6 +71,11 @@ class Source(ABC):
         """The same RAW rows as a static DataFrame (for backfills and equivalence checks)."""
         raise NotImplementedError(f"{self.scheme} cannot be read as a batch")
 
+    def batch_rows(self, interval_ms: int) -> int | None:
+        """The most events one micro-batch reads, where the source caps them per trigger (or paces
+        them, with a trigger every ``interval_ms``; 0 when batches run back to back); None if unbounded."""
+        return None
+
     def events_read(self, progress_source: dict) -> int | None:
         """How many events a query has read, from one entry of its progress ``sources``; None if unknown."""
         return None

@@ -300,6 +300,11 @@ class GeneratorSource(Source):
         seq = spark.range(0, max_events, numPartitions=self.options.partitions or spark.sparkContext.defaultParallelism)
         return generate(seq.select(F.col("id").alias("n")), self.options, self._start())
 
+    def batch_rows(self, interval_ms: int) -> int | None:
+        if self.options.rows_per_batch:
+            return self.options.rows_per_batch
+        return self.options.rate * interval_ms // 1000 if interval_ms else None
+
     def events_read(self, progress_source: dict) -> int | None:
         end = progress_source.get("endOffset")
         if end is None:

@@ -140,6 +140,9 @@ class KafkaSource(Source):
     supports_continuous = True
     supports_realtime = True
 
+    def batch_rows(self, interval_ms: int) -> int | None:
+        return self.options.max_offsets_per_trigger
+
     def lag(self, progress_source: dict) -> int | None:
         """Messages beyond the batch's end offsets, from the latest offsets Spark fetched."""
         return offsets_behind(progress_source)

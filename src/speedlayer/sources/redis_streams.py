@@ -188,6 +188,9 @@ class RedisStreamsSource(Source):
             total += max(0, info.added - int(seq))
         return total
 
+    def batch_rows(self, interval_ms: int) -> int | None:
+        return self.options.max_records_per_trigger
+
     def events_read(self, progress_source: dict) -> int | None:
         """Entries the query has read so far, from the ``read`` counts of its end offset."""
         end = progress_source.get("endOffset")
