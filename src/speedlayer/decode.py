@@ -15,6 +15,8 @@ from pyspark.sql import types as T
 from speedlayer.schemas import EventSchema, Field
 
 _CORRUPT = "_corrupt_record"
+#: resolution of the latency sample's draw (a payload hash modulo this)
+_SAMPLE_SCALE = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -151,8 +153,10 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
 
         sampled = None
         if latency_sample < 1:
-            # drawn in the projection: Spark cannot seed a random number inside an observation
-            checked, sampled = checked.select("*", (F.rand(0) < latency_sample).alias("_sampled")), F.col("_sampled")
+            # A hash of the payload, not rand(): a stream re-seeds rand every batch, and a new seed
+            # is new generated code to compile (see sources/generator.py, _fence).
+            draw = F.pmod(F.xxhash64("value"), F.lit(_SAMPLE_SCALE)) < int(latency_sample * _SAMPLE_SCALE)
+            checked, sampled = checked.select("*", draw.alias("_sampled")), F.col("_sampled")
         checked = checked.observe(observe, *observation(F.col("_reason").isNull(), F.col(typed_names[schema.time_field]),
                                                         F.col("ingest_time"), sampled))
     events = checked.where(F.col("_reason").isNull()).select(

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 from speedlayer.config import RunSettings
 from speedlayer.decode import decode
 from speedlayer.monitor import metrics
-from speedlayer.runner import Run, plan_run
+from speedlayer.runner import Run, build_output, plan_run
 from speedlayer.schemas import VEHICLE_EVENT
 
 EVENTS, PER_BATCH = 12_000, 4_000
@@ -67,3 +67,18 @@ def test_latency_sample_feeds_every_event_of_small_batches_and_a_budget_of_large
     assert metrics.latency_sample(None) == 1.0  # a source that does not cap its batches
     assert metrics.latency_sample(metrics.LATENCY_SAMPLE_EVENTS) == 1.0
     assert metrics.latency_sample(10 * metrics.LATENCY_SAMPLE_EVENTS) == 0.1
+
+
+def test_the_streams_plans_hold_nothing_spark_reseeds_each_batch(spark, tmp_path, monkeypatch):
+    # A stream gives every rand/randn/uuid/shuffle a new seed each micro-batch; the seed is a literal
+    # in the generated code, so each batch would compile its stage anew and run it cold.
+    monkeypatch.setattr(metrics, "LATENCY_SAMPLE_EVENTS", 1_000)
+    plan = plan_run(RunSettings(job="fleet", source=SOURCE, state_dir=str(tmp_path / "state"),
+                                sinks={"windows": "memory:w", "alerts": "memory:a", "dead-letters": "memory:d"}))
+    assert metrics.latency_sample(plan.source.batch_rows(0)) < 1  # the sampled observation is in the plan
+    for planned in plan.queries:
+        df = build_output(spark, plan, planned.output.name)
+        analyzed = df._jdf.queryExecution().analyzed().toString()
+        assert "speedlayer_latency" in analyzed
+        for seeded in ("rand(", "randn(", "uuid(", "shuffle("):
+            assert seeded not in analyzed, (planned.output.name, seeded)
