@@ -539,15 +539,11 @@ class Run:
 
         Waiting for an idle moment would never end under back-to-back batches, so each query is
         stopped right after its in-flight batch finishes; a batch interrupted while it is being
-        planned is re-run on restart from the checkpoint.
+        planned is re-run on restart from the checkpoint. The dashboard's side queries are stopped
+        the same way, so that the batch a bounded run ends with reaches its views too.
         """
-        for side in self.side_queries:
-            try:
-                side.stop()
-            except Exception:  # noqa: BLE001 — a view's query never holds up the stop
-                pass
         pending = {}
-        for query in self.queries:
+        for query in [*(q for q in self.side_queries if q is not None), *self.queries]:
             if query.isActive and (self.plan.trigger.continuous or self.plan.trigger.realtime):
                 pending[query] = None  # epochs / long real-time batches commit on their own clock: stop now
             elif query.isActive:
