@@ -15,8 +15,6 @@ from pyspark.sql import types as T
 from speedlayer.schemas import EventSchema, Field
 
 _CORRUPT = "_corrupt_record"
-#: resolution of the latency sample's draw (a payload hash modulo this)
-_SAMPLE_SCALE = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -149,16 +147,10 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
         reason.alias("_reason"),
     )
     if observe:
-        from speedlayer.monitor.metrics import observation
+        from speedlayer.monitor.metrics import observation, sampled_by
 
-        sampled = None
-        if latency_sample < 1:
-            # A hash of the payload, not rand(): a stream re-seeds rand every batch, and a new seed
-            # is new generated code to compile (see sources/generator.py, _fence).
-            draw = F.pmod(F.xxhash64("value"), F.lit(_SAMPLE_SCALE)) < int(latency_sample * _SAMPLE_SCALE)
-            checked, sampled = checked.select("*", draw.alias("_sampled")), F.col("_sampled")
         checked = checked.observe(observe, *observation(F.col("_reason").isNull(), F.col(typed_names[schema.time_field]),
-                                                        F.col("ingest_time"), sampled))
+                                                        F.col("ingest_time"), sampled_by(F.col("value"), latency_sample)))
     events = checked.where(F.col("_reason").isNull()).select(
         *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
     )

@@ -543,7 +543,7 @@ class Run:
         the same way, so that the batch a bounded run ends with reaches its views too.
         """
         pending = {}
-        for query in [*(q for q in self.side_queries if q is not None), *self.queries]:
+        for query in [*self.side_queries, *self.queries]:
             if query.isActive and (self.plan.trigger.continuous or self.plan.trigger.realtime):
                 pending[query] = None  # epochs / long real-time batches commit on their own clock: stop now
             elif query.isActive:

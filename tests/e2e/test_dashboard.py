@@ -55,7 +55,9 @@ def live(spark, tmp_path_factory):
 
     def on_started(started: Run) -> None:
         server.serve(started, feed)
-        started.side_queries.append(start_tap(started, feed))
+        tap = start_tap(started, feed)
+        if tap is not None:
+            started.side_queries.append(tap)
         started.tracker.subscribe(scrape_after_batch)
 
     run._on_started = on_started

@@ -41,7 +41,7 @@ DEDUP_OPERATORS = ("dedupe", "dedupeWithinWatermark")
 
 
 #: events per batch that feed the latency percentiles: a batch the source can make larger feeds
-#: them a random sample of about this many (feeding all 100,000 events of a fleet batch to the
+#: them a sample of about this many (``sampled_by``; feeding all 100,000 events of a fleet batch to the
 #: percentile sketches cost ~5% of the job's CPU); smaller batches feed every event
 LATENCY_SAMPLE_EVENTS = 10_000
 
@@ -55,6 +55,24 @@ def latency_sample(batch_rows: int | None) -> float:
     if batch_rows is None or batch_rows <= LATENCY_SAMPLE_EVENTS:
         return 1.0
     return LATENCY_SAMPLE_EVENTS / batch_rows
+
+
+#: resolution of ``sampled_by``'s draw (a hash modulo this)
+_SAMPLE_SCALE = 1_000_000
+
+
+def sampled_by(key: Column, fraction: float) -> Column | None:
+    """Whether a row is in a ``fraction`` sample, drawn by a hash of ``key``; None when every row is.
+
+    A hash, not ``rand()``: a stream re-seeds ``rand`` every micro-batch, and a new seed is new
+    generated code to compile (see ``speedlayer.sources.generator._fence``).
+
+    >>> sampled_by(F.col("value"), 0.1)  # doctest: +SKIP
+    Column<'<(pmod(xxhash64(value), 1000000), 100000)'>
+    """
+    if fraction >= 1:
+        return None
+    return F.pmod(F.xxhash64(key), F.lit(_SAMPLE_SCALE)) < int(fraction * _SAMPLE_SCALE)
 
 
 def observation(valid: Column, event_time: Column, ingest_time: Column, sampled: Column | None = None) -> list[Column]:

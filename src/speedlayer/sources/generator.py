@@ -243,7 +243,8 @@ def _fence() -> Column:
 
     Not ``rand``: a streaming query re-seeds every ``rand`` each micro-batch, the seed is a literal
     in the generated code, so every batch compiled the whole generator stage anew and ran it in
-    the JVM's interpreter until the JIT caught up (about a quarter of the fleet job's time).
+    the JVM's interpreter until the JIT caught up (the fleet job's overhead over plain PySpark
+    fell from +33% to +10% without it).
     """
     return F.spark_partition_id() * 0
 
