@@ -57,6 +57,20 @@ def test_good_and_bad_are_split_without_loss(spark):
     assert sorted(r.event_id for r in decoded.events.collect()) == ["e-1", "e-2"]
 
 
+@pytest.mark.parametrize("text,expected", [
+    ('"2026-11-22T10:00:03.250Z"', datetime(2026, 11, 22, 10, 0, 3, 250000)),   # ISO-8601, UTC
+    ('"2026-11-22T11:00:03.250+01:00"', datetime(2026, 11, 22, 10, 0, 3, 250000)),  # with an offset
+    ('"2026-11-22 10:00:03"', datetime(2026, 11, 22, 10, 0, 3)),               # space, no fraction
+    ('" 2026-11-22T10:00:03Z"', datetime(2026, 11, 22, 10, 0, 3)),             # leading space
+    ("1795341603250", datetime(2026, 11, 22, 10, 0, 3, 250000)),               # epoch milliseconds
+    ('"1795341603250"', datetime(2026, 11, 22, 10, 0, 3, 250000)),             # ... sent as a string
+    ("-1000", datetime(1969, 12, 31, 23, 59, 59)),                              # before 1970
+])
+def test_event_time_forms(spark, text, expected):
+    [event] = decode(raw(spark, GOOD.replace('"2026-11-22T10:00:03.250Z"', text)), VEHICLE_EVENT).events.collect()
+    assert event.event_time == expected
+
+
 @pytest.mark.parametrize("edit,expected", [
     # What a typed parse alone would refuse, or take differently, and decode accepts as the text says.
     (("87.5", '"87.5"'), {"speed_kmh": 87.5}),                         # a number sent as a string
