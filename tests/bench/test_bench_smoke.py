@@ -5,7 +5,7 @@ import json
 import pytest
 
 QUICKER = ["--mode", "processing:0s", "--mode", "continuous:1s", "--mode", "realtime:", "--rate", "500",
-           "--cell-seconds", "2", "--warmup-seconds", "0.5", "--window", "1s", "--watermark", "0s"]
+           "--cell-seconds", "3", "--warmup-seconds", "0.5", "--window", "1s", "--watermark", "0s"]
 
 
 @pytest.mark.slow
