@@ -109,7 +109,7 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
     """Split a RAW DataFrame into typed events and dead letters.
 
     With ``observe``, a Spark observation of that name counts both sides and the event/ingest
-    times of each micro-batch (``speedlayer.monitor.metrics.observation``) for the progress report;
+    times of each micro-batch (``speedlayer.monitor.metrics.observe_latency``) for the progress report;
     ``latency_sample`` is the fraction of events its latency percentiles read.
 
     >>> decoded = decode(raw_df, VEHICLE_EVENT)          # doctest: +SKIP
@@ -153,11 +153,10 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
         reason.alias("_reason"),
     )
     if observe:
-        from speedlayer.monitor.metrics import observation, observation_inputs, sampled_by
+        from speedlayer.monitor.metrics import observe_latency, sampled_by
 
-        inputs = observation_inputs(F.col("_reason").isNull(), F.col(typed_names[schema.time_field]),
-                                    F.col("ingest_time"), sampled_by(F.col("value"), latency_sample))
-        checked = checked.select("*", *inputs).observe(observe, *observation())
+        checked = observe_latency(checked, observe, F.col("_reason").isNull(), F.col(typed_names[schema.time_field]),
+                                  F.col("ingest_time"), sampled_by(F.col("value"), latency_sample))
     events = checked.where(F.col("_reason").isNull()).select(
         *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
     )

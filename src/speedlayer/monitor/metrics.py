@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 #: the name of the observation the runner adds to every micro-batch query
@@ -75,54 +75,37 @@ def sampled_by(key: Column, fraction: float) -> Column | None:
     return F.pmod(F.xxhash64(key), F.lit(_SAMPLE_SCALE)) < int(fraction * _SAMPLE_SCALE)
 
 
-#: the columns ``observation_inputs`` adds and ``observation`` reads
-_VALID, _EVENT_MS, _INGEST_MS, _NEWEST_MS = "_obs_valid", "_obs_event_ms", "_obs_ingest_ms", "_obs_newest_ms"
-
-
-def observation_inputs(valid: Column, event_time: Column, ingest_time: Column,
-                       sampled: Column | None = None) -> list[Column]:
-    """The columns ``observation`` aggregates, to add to the observed rows in a projection of their own.
+def observe_latency(df: DataFrame, name: str, valid: Column, event_time: Column, ingest_time: Column,
+                    sampled: Column | None = None) -> DataFrame:
+    """``df`` with the observation ``name`` the runner asks decode to attach (see ``decode(observe=...)``):
+    rows refused, events accepted, percentiles of their event and ingest time, newest event time.
 
     ``valid`` tells an accepted event from a refused row. The percentiles read the accepted events
     for which ``sampled`` is true (all when it is None; see ``latency_sample``); the counts and the
-    newest event time read every row. Spark feeds an observation's percentile sketch by evaluating
-    its input expression row by row, interpreted; as a column of generated code it costs little.
+    newest event time read every row. Observed metrics are computed by Spark while it runs the
+    batch (no extra job) and arrive in the progress report under ``observedMetrics``.
 
-    >>> df.select("*", *observation_inputs(F.col("ok"), F.col("t"), F.col("ingest_time")))  # doctest: +SKIP
+    What the aggregates read is computed first as columns (``_obs_*``, for the caller to drop):
+    Spark feeds an observation's percentile sketch by evaluating its input expression row by row,
+    interpreted, while a column is generated code.
+
+    >>> observe_latency(checked, OBSERVATION, F.col("_reason").isNull(), F.col("t"), F.col("ingest_time"))  # doctest: +SKIP
     """
     sampled = valid if sampled is None else valid & sampled
-    return [
-        valid.alias(_VALID),
-        F.when(sampled, F.unix_millis(event_time)).alias(_EVENT_MS),
-        F.when(sampled, F.unix_millis(ingest_time)).alias(_INGEST_MS),
-        F.when(valid, F.unix_millis(event_time)).alias(_NEWEST_MS),
-    ]
-
-
-def observation() -> list[Column]:
-    """The aggregates of the observation the runner asks decode to attach (see ``decode(observe=...)``):
-    rows refused, events accepted, percentiles of their event and ingest time, newest event time.
-    They read the columns of ``observation_inputs``.
-
-    Observed metrics are computed by Spark while it runs the batch (no extra job) and arrive in the
-    progress report under ``observedMetrics``.
-
-    >>> df.select("*", *observation_inputs(ok, t, ingest)).observe("latency", *observation())  # doctest: +SKIP
-    """
-    valid = F.col(_VALID)
-
-    def quantiles(column: str) -> Column:
-        probs = F.array(*(F.lit(q) for q in QUANTILES.values()))
-        return F.percentile_approx(F.col(column), probs, 1000)
-
-    return [
+    inputs = df.select("*", valid.alias("_obs_valid"),
+                       F.when(sampled, F.unix_millis(event_time)).alias("_obs_event_ms"),
+                       F.when(sampled, F.unix_millis(ingest_time)).alias("_obs_ingest_ms"),
+                       F.when(valid, F.unix_millis(event_time)).alias("_obs_newest_ms"))
+    probs = F.array(*(F.lit(q) for q in QUANTILES.values()))
+    return inputs.observe(
+        name,
         # count(CASE ...) rather than count_if, which Spark rewrites through a projection of its own
-        F.count(F.when(valid, 1)).alias("events"),
-        F.count(F.when(~valid, 1)).alias("dead_letters"),
-        quantiles(_EVENT_MS).alias("event_ms"),
-        quantiles(_INGEST_MS).alias("ingest_ms"),
-        F.max(_NEWEST_MS).alias("max_event_ms"),
-    ]
+        F.count(F.when(F.col("_obs_valid"), 1)).alias("events"),
+        F.count(F.when(~F.col("_obs_valid"), 1)).alias("dead_letters"),
+        F.percentile_approx("_obs_event_ms", probs, 1000).alias("event_ms"),
+        F.percentile_approx("_obs_ingest_ms", probs, 1000).alias("ingest_ms"),
+        F.max("_obs_newest_ms").alias("max_event_ms"),
+    )
 
 
 @dataclass
