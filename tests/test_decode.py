@@ -94,3 +94,19 @@ def test_values_a_typed_parse_would_take_are_still_refused(spark, edit, reason):
     decoded = decode(raw(spark, GOOD.replace(*edit)), VEHICLE_EVENT)
     assert [d.reason for d in decoded.dead_letters.collect()] == [reason]
     assert decoded.events.count() == 0
+
+
+@pytest.mark.parametrize("event_time,accepted", [
+    ("2026-11-22T11:00:05.000Z", True),    # exactly max_ahead (1 h) after ingest time
+    ("2026-11-22T11:00:05.001Z", False),   # a millisecond more
+    ("1795345205000", True),               # the same two as epoch milliseconds
+    ("1795345205001", False),
+])
+@pytest.mark.parametrize("speed", ["87.5", '"87.5"'])  # the typed parse, and the text path
+def test_event_time_ahead_of_ingest_time_boundary(spark, event_time, accepted, speed):
+    value = event_time if event_time.isdigit() else f'"{event_time}"'
+    payload = GOOD.replace('"2026-11-22T10:00:03.250Z"', value).replace("87.5", speed)
+    decoded = decode(raw(spark, payload), VEHICLE_EVENT)
+    assert decoded.events.count() == (1 if accepted else 0)
+    assert [d.reason for d in decoded.dead_letters.collect()] == (
+        [] if accepted else ["field 'event_time' is more than 3600s ahead of ingest time"])

@@ -69,8 +69,15 @@ def _not_a_choice(field: Field, typed: Column) -> Column | None:
     return ~typed.isin(*field.choices)
 
 
-def _too_far_ahead(typed: Column, ingest_time: Column, schema: EventSchema) -> Column:
-    return typed > ingest_time + F.expr(f"INTERVAL {schema.max_ahead_ms} MILLISECONDS")
+def too_far_ahead(event_time: Column, ingest_time: Column, schema: EventSchema) -> Column:
+    """Whether ``event_time`` lies more than ``schema.max_ahead_ms`` ahead of ``ingest_time``.
+
+    Compared in epoch microseconds: ``timestamp + INTERVAL`` goes through the session time zone's
+    calendar for every row (~2% of a fleet batch), though no day is added.
+
+    >>> events.where(too_far_ahead(F.col("event_time"), F.col("ingest_time"), VEHICLE_EVENT))  # doctest: +SKIP
+    """
+    return F.unix_micros(event_time) > F.unix_micros(ingest_time) + F.lit(schema.max_ahead_ms * 1000)
 
 
 def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, schema: EventSchema) -> Column:
@@ -87,13 +94,13 @@ def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, sche
     if unknown is not None:
         checks.append(F.when(unknown, F.lit(f"field '{name}' is not one of {', '.join(field.choices)}")))
     if name == schema.time_field:
-        checks.append(F.when(_too_far_ahead(typed, ingest_time, schema),
+        checks.append(F.when(too_far_ahead(typed, ingest_time, schema),
                              F.lit(f"field '{name}' is more than {schema.max_ahead_ms // 1000}s ahead of ingest time")))
     return F.coalesce(*checks)
 
 
 def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column) -> Column:
-    """Whether every field of the fast parse is present and valid (then the event is accepted as is)."""
+    """Whether every typed field (of the fast parse, or of the text path) is present and valid."""
     ok = F.lit(True)
     for f in schema.fields:
         ok = ok & typed[f.name].isNotNull()
@@ -101,7 +108,7 @@ def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column
             if refused is not None:
                 ok = ok & ~refused
         if f.name == schema.time_field:
-            ok = ok & ~_too_far_ahead(typed[f.name], ingest_time, schema)
+            ok = ok & ~too_far_ahead(typed[f.name], ingest_time, schema)
     return ok
 
 
@@ -138,29 +145,37 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
     typed = typed.select("*", F.when(~F.col("_accepted"), F.from_json("value", _text_schema(schema), options))
                          .alias("_text"))
     text = F.col("_text")
-    not_object = text.isNull() | text[_CORRUPT].isNotNull()
-    slow_reason = F.coalesce(
-        F.when(F.col("value").isNull(), F.lit("empty payload")),
-        F.when(not_object, F.lit("malformed JSON: not a JSON object")),
-        *(_reason(f, text[f.name], _typed(f, text[f.name]), F.col("ingest_time"), schema) for f in schema.fields),
-    )
-    reason = F.when(~F.col("_accepted"), slow_reason)
+    # The text path's typed values, each once (null for accepted rows): the reasons and the output
+    # both read them.
+    slow_names = {f.name: f"_s_{f.name}" for f in schema.fields}
+    typed = typed.select("*", *(F.when(~F.col("_accepted"), _typed(f, text[f.name])).alias(slow_names[f.name])
+                                for f in schema.fields))
+    slow_cols = {f.name: F.col(slow_names[f.name]) for f in schema.fields}
+    # Whether a row is valid is told apart from why it is not: a query of events reads only the
+    # former, so the reasons (most of decode's expressions) are planned only by a dead-letter query.
+    slow_valid = text.isNotNull() & text[_CORRUPT].isNull() & _accepted(schema, slow_cols, F.col("ingest_time"))
     typed_names = {f.name: f"_t_{f.name}" for f in schema.fields}
     checked = typed.select(
-        "value", "key", "offset", "ingest_time",
-        *(F.when(F.col("_accepted"), fast_cols[f.name]).otherwise(_typed(f, text[f.name])).alias(typed_names[f.name])
+        "value", "key", "offset", "ingest_time", "_accepted", "_text", *slow_names.values(),
+        *(F.when(F.col("_accepted"), fast_cols[f.name]).otherwise(slow_cols[f.name]).alias(typed_names[f.name])
           for f in schema.fields),
-        reason.alias("_reason"),
+        (F.col("_accepted") | slow_valid).alias("_valid"),
     )
     if observe:
         from speedlayer.monitor.metrics import observe_latency, sampled_by
 
-        checked = observe_latency(checked, observe, F.col("_reason").isNull(), F.col(typed_names[schema.time_field]),
+        checked = observe_latency(checked, observe, F.col("_valid"), F.col(typed_names[schema.time_field]),
                                   F.col("ingest_time"), sampled_by(F.col("value"), latency_sample))
-    events = checked.where(F.col("_reason").isNull()).select(
+    events = checked.where(F.col("_valid")).select(
         *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
     )
-    dead_letters = checked.where(F.col("_reason").isNotNull()).select(
-        F.col("value").alias("payload"), F.col("_reason").alias("reason"), "ingest_time", "key", "offset"
+    not_object = text.isNull() | text[_CORRUPT].isNotNull()
+    reason = F.coalesce(
+        F.when(F.col("value").isNull(), F.lit("empty payload")),
+        F.when(not_object, F.lit("malformed JSON: not a JSON object")),
+        *(_reason(f, text[f.name], slow_cols[f.name], F.col("ingest_time"), schema) for f in schema.fields),
+    )
+    dead_letters = checked.where(~F.col("_valid")).select(
+        F.col("value").alias("payload"), reason.alias("reason"), "ingest_time", "key", "offset"
     )
     return Decoded(events=events, dead_letters=dead_letters)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.decode import Decoded
+from speedlayer.decode import Decoded, too_far_ahead
 from speedlayer.schemas import TEXT_LINE, EventSchema
 
 #: the longest line accepted, in bytes of UTF-8
@@ -41,7 +41,6 @@ def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE) -> Decoded:
         F.when(stamp != "", stamp).alias("_stamp"),
         F.when(stamp != "", F.replace(stamp, F.lit(" "), F.lit("T")).try_cast("timestamp")).alias("_time"),
     )
-    ahead = F.col("ingest_time") + F.expr(f"INTERVAL {schema.max_ahead_ms} MILLISECONDS")
     too_long = F.octet_length(value) > MAX_LINE_BYTES
     reason = F.coalesce(
         F.when(value.isNull(), F.lit("empty payload")),
@@ -50,7 +49,7 @@ def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE) -> Decoded:
         F.when(value.rlike(BINARY), F.lit("binary data, not a line of UTF-8 text")),
         F.when(F.col("_stamp").isNotNull() & F.col("_time").isNull(),
                F.lit("leading timestamp is not a valid time (ISO-8601 expected)")),
-        F.when(F.col("_time") > ahead, F.lit(f"leading timestamp is more than {schema.max_ahead_ms // 1000}s ahead of arrival")),
+        F.when(too_far_ahead(F.col("_time"), F.col("ingest_time"), schema), F.lit(f"leading timestamp is more than {schema.max_ahead_ms // 1000}s ahead of arrival")),
     )
     checked = parsed.select("*", reason.alias("_reason"))
     text = F.when(F.col("_stamp").isNotNull(), F.regexp_replace(value, LEADING_TIME, "")).otherwise(value)
