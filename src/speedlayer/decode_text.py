@@ -49,7 +49,8 @@ def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE) -> Decoded:
         F.when(value.rlike(BINARY), F.lit("binary data, not a line of UTF-8 text")),
         F.when(F.col("_stamp").isNotNull() & F.col("_time").isNull(),
                F.lit("leading timestamp is not a valid time (ISO-8601 expected)")),
-        F.when(too_far_ahead(F.col("_time"), F.col("ingest_time"), schema), F.lit(f"leading timestamp is more than {schema.max_ahead_ms // 1000}s ahead of arrival")),
+        F.when(too_far_ahead(F.col("_time"), F.col("ingest_time"), schema),
+               F.lit(f"leading timestamp is more than {schema.max_ahead_ms // 1000}s ahead of arrival")),
     )
     checked = parsed.select("*", reason.alias("_reason"))
     text = F.when(F.col("_stamp").isNotNull(), F.regexp_replace(value, LEADING_TIME, "")).otherwise(value)

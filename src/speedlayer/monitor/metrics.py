@@ -89,7 +89,7 @@ def observe_latency(df: DataFrame, name: str, valid: Column, event_time: Column,
     Spark feeds an observation's percentile sketch by evaluating its input expression row by row,
     interpreted, while a column is generated code.
 
-    >>> observe_latency(checked, OBSERVATION, F.col("_reason").isNull(), F.col("t"), F.col("ingest_time"))  # doctest: +SKIP
+    >>> observe_latency(checked, OBSERVATION, F.col("_valid"), F.col("t"), F.col("ingest_time"))  # doctest: +SKIP
     """
     sampled = valid if sampled is None else valid & sampled
     inputs = df.select("*", valid.alias("_obs_valid"),
