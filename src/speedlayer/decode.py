@@ -129,34 +129,34 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
     # accepts numbers sent as strings, and names the reason. The text path sits in the ELSE branch
     # of a CASE, which Spark evaluates only for those rows.
     options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
-    parsed = raw.select("value", "key", "offset", "ingest_time",
-                        F.from_json("value", _fast_schema(schema), options).alias("j"))
+    fast = F.from_json("value", _fast_schema(schema), options)
     # Each field is typed once into its own column; the checks and the output read those columns.
     fast_names = {f.name: f"_f_{f.name}" for f in schema.fields}
-    typed = parsed.select("value", "key", "offset", "ingest_time", F.col(f"j.{_CORRUPT}").alias(_CORRUPT),
-                          *(_typed(f, F.col(f"j.{f.name}")).alias(fast_names[f.name]) for f in schema.fields))
+    typed = raw.select("value", "key", "offset", "ingest_time", fast[_CORRUPT].alias(_CORRUPT),
+                       *(_typed(f, fast[f.name]).alias(fast_names[f.name]) for f in schema.fields))
     fast_cols = {f.name: F.col(fast_names[f.name]) for f in schema.fields}
     accepted = (F.col("value").isNotNull() & F.col(_CORRUPT).isNull()
                 & _accepted(schema, fast_cols, F.col("ingest_time")))
-    typed = typed.select("*", accepted.alias("_accepted"))
-    # The text parse gets a column of its own (null for accepted rows) that the checks below read:
-    # written inline, its schema stood in each of them (an optimized plan of 27,000 characters, not
-    # 8,000, planned again every micro-batch).
-    typed = typed.select("*", F.when(~F.col("_accepted"), F.from_json("value", _text_schema(schema), options))
-                         .alias("_text"))
+    # The text parse gets a column of its own (null for accepted rows): written inline, its schema
+    # stood in each check that reads it (an optimized plan of 27,000 characters, not 8,000, planned
+    # again every micro-batch). It shares one projection with ``_accepted``, which it reads: every
+    # projection in this chain is walked again, from each one above it, by several of Spark's
+    # optimizer rules in every micro-batch. ``accepted`` stands un-negated in both, so that Spark
+    # evaluates it once for the two (the optimizer would rewrite ``~accepted`` into another expression).
+    text_parse = F.from_json("value", _text_schema(schema), options)
+    typed = typed.select("value", "key", "offset", "ingest_time", *fast_names.values(), accepted.alias("_accepted"),
+                         F.when(accepted, F.lit(None)).otherwise(text_parse).alias("_text"))
     text = F.col("_text")
-    # The text path's typed values, each once (null for accepted rows): the reasons and the output
-    # both read them.
-    slow_names = {f.name: f"_s_{f.name}" for f in schema.fields}
-    typed = typed.select("*", *(F.when(~F.col("_accepted"), _typed(f, text[f.name])).alias(slow_names[f.name])
-                                for f in schema.fields))
-    slow_cols = {f.name: F.col(slow_names[f.name]) for f in schema.fields}
+    # The text path's typed values (null for accepted rows) are expressions, not columns: a row the
+    # fast path accepted never evaluates them, and a refused one is rare enough to type its fields
+    # twice (once for its checks, once for its output).
+    slow_cols = {f.name: _typed(f, text[f.name]) for f in schema.fields}
     # Whether a row is valid is told apart from why it is not: a query of events reads only the
     # former, so the reasons (most of decode's expressions) are planned only by a dead-letter query.
     slow_valid = text.isNotNull() & text[_CORRUPT].isNull() & _accepted(schema, slow_cols, F.col("ingest_time"))
     typed_names = {f.name: f"_t_{f.name}" for f in schema.fields}
     checked = typed.select(
-        "value", "key", "offset", "ingest_time", "_accepted", "_text", *slow_names.values(),
+        "value", "key", "offset", "ingest_time", "_text",
         *(F.when(F.col("_accepted"), fast_cols[f.name]).otherwise(slow_cols[f.name]).alias(typed_names[f.name])
           for f in schema.fields),
         (F.col("_accepted") | slow_valid).alias("_valid"),
@@ -164,8 +164,9 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
     if observe:
         from speedlayer.monitor.metrics import observe_latency, sampled_by
 
+        sample = sampled_by([F.col(name) for name in typed_names.values()], latency_sample)
         checked = observe_latency(checked, observe, F.col("_valid"), F.col(typed_names[schema.time_field]),
-                                  F.col("ingest_time"), sampled_by(F.col("value"), latency_sample))
+                                  F.col("ingest_time"), sample)
     events = checked.where(F.col("_valid")).select(
         *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
     )

@@ -61,18 +61,20 @@ def latency_sample(batch_rows: int | None) -> float:
 _SAMPLE_SCALE = 1_000_000
 
 
-def sampled_by(key: Column, fraction: float) -> Column | None:
-    """Whether a row is in a ``fraction`` sample, drawn by a hash of ``key``; None when every row is.
+def sampled_by(keys: list[Column], fraction: float) -> Column | None:
+    """Whether a row is in a ``fraction`` sample, drawn by a hash of ``keys``; None when every row is.
 
     A hash, not ``rand()``: a stream re-seeds ``rand`` every micro-batch, and a new seed is new
-    generated code to compile (see ``speedlayer.sources.generator._fence``).
+    generated code to compile (see ``speedlayer.sources.generator._fence``). Decode hashes an
+    event's typed fields, which costs less than hashing its whole payload; the row's position
+    (``monotonically_increasing_id``) would cost less still, but a stream refuses it.
 
-    >>> sampled_by(F.col("value"), 0.1)  # doctest: +SKIP
-    Column<'<(pmod(xxhash64(value), 1000000), 100000)'>
+    >>> sampled_by([F.col("id"), F.col("t")], 0.1)  # doctest: +SKIP
+    Column<'<(pmod(xxhash64(id, t), 1000000), 100000)'>
     """
     if fraction >= 1:
         return None
-    return F.pmod(F.xxhash64(key), F.lit(_SAMPLE_SCALE)) < int(fraction * _SAMPLE_SCALE)
+    return F.pmod(F.xxhash64(*keys), F.lit(_SAMPLE_SCALE)) < int(fraction * _SAMPLE_SCALE)
 
 
 def observe_latency(df: DataFrame, name: str, valid: Column, event_time: Column, ingest_time: Column,
@@ -80,31 +82,30 @@ def observe_latency(df: DataFrame, name: str, valid: Column, event_time: Column,
     """``df`` with the observation ``name`` the runner asks decode to attach (see ``decode(observe=...)``):
     rows refused, events accepted, percentiles of their event and ingest time, newest event time.
 
-    ``valid`` tells an accepted event from a refused row. The percentiles read the accepted events
-    for which ``sampled`` is true (all when it is None; see ``latency_sample``); the counts and the
-    newest event time read every row. Observed metrics are computed by Spark while it runs the
-    batch (no extra job) and arrive in the progress report under ``observedMetrics``.
+    ``valid``, ``event_time`` and ``ingest_time`` are columns of ``df``; ``valid`` tells an accepted
+    event from a refused row. The percentiles read the accepted events for which ``sampled`` is
+    true (all when it is None; see ``latency_sample``); the counts and the newest event time read
+    every row. Observed metrics are computed by Spark while it runs the batch (no extra job) and
+    arrive in the progress report under ``observedMetrics``.
 
-    What the aggregates read is computed first as columns (``_obs_*``, for the caller to drop):
-    Spark feeds an observation's percentile sketch by evaluating its input expression row by row,
-    interpreted, while a column is generated code.
+    What the percentile sketches read is computed first as columns (``_obs_*``, for the caller to
+    drop): Spark feeds a sketch by evaluating its input expression row by row, interpreted, while
+    a column is generated code. The counts and the maximum are generated code as they are.
 
     >>> observe_latency(checked, OBSERVATION, F.col("_valid"), F.col("t"), F.col("ingest_time"))  # doctest: +SKIP
     """
     sampled = valid if sampled is None else valid & sampled
-    inputs = df.select("*", valid.alias("_obs_valid"),
-                       F.when(sampled, F.unix_millis(event_time)).alias("_obs_event_ms"),
-                       F.when(sampled, F.unix_millis(ingest_time)).alias("_obs_ingest_ms"),
-                       F.when(valid, F.unix_millis(event_time)).alias("_obs_newest_ms"))
+    inputs = df.select("*", F.when(sampled, F.unix_millis(event_time)).alias("_obs_event_ms"),
+                       F.when(sampled, F.unix_millis(ingest_time)).alias("_obs_ingest_ms"))
     probs = F.array(*(F.lit(q) for q in QUANTILES.values()))
     return inputs.observe(
         name,
         # count(CASE ...) rather than count_if, which Spark rewrites through a projection of its own
-        F.count(F.when(F.col("_obs_valid"), 1)).alias("events"),
-        F.count(F.when(~F.col("_obs_valid"), 1)).alias("dead_letters"),
+        F.count(F.when(valid, 1)).alias("events"),
+        F.count(F.when(~valid, 1)).alias("dead_letters"),
         F.percentile_approx("_obs_event_ms", probs, 1000).alias("event_ms"),
         F.percentile_approx("_obs_ingest_ms", probs, 1000).alias("ingest_ms"),
-        F.max("_obs_newest_ms").alias("max_event_ms"),
+        F.max(F.when(valid, F.unix_millis(event_time))).alias("max_event_ms"),
     )
 
 
