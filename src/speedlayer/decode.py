@@ -148,8 +148,8 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
                          F.when(accepted, F.lit(None)).otherwise(text_parse).alias("_text"))
     text = F.col("_text")
     # The text path's typed values (null for accepted rows) are expressions, not columns: a row the
-    # fast path accepted never evaluates them, and a refused one is rare enough to type its fields
-    # twice (once for its checks, once for its output).
+    # fast path accepted never evaluates them, and a refused one is rare enough to type a field
+    # again for each check and for its output.
     slow_cols = {f.name: _typed(f, text[f.name]) for f in schema.fields}
     # Whether a row is valid is told apart from why it is not: a query of events reads only the
     # former, so the reasons (most of decode's expressions) are planned only by a dead-letter query.

@@ -66,8 +66,8 @@ def sampled_by(keys: list[Column], fraction: float) -> Column | None:
 
     A hash, not ``rand()``: a stream re-seeds ``rand`` every micro-batch, and a new seed is new
     generated code to compile (see ``speedlayer.sources.generator._fence``). Decode hashes an
-    event's typed fields, which costs less than hashing its whole payload; the row's position
-    (``monotonically_increasing_id``) would cost less still, but a stream refuses it.
+    event's typed fields (a few short values, not the whole payload); the row's position
+    (``monotonically_increasing_id``) would hash nothing, but a stream refuses it.
 
     >>> sampled_by([F.col("id"), F.col("t")], 0.1)  # doctest: +SKIP
     Column<'<(pmod(xxhash64(id, t), 1000000), 100000)'>
