@@ -57,6 +57,7 @@ def run_command(
     zones: Optional[str] = typer.Option(None, "--zones", help="speed-limit zones CSV (default: the built-in table)"),
     # --- trips, count windows (state-windows) ---
     trip_gap: Optional[str] = typer.Option(None, "--trip-gap", help="trips: a trip ends after this long without a ping (default 5min)"),
+    max_trip: Optional[str] = typer.Option(None, "--max-trip", help="trips: cut a trip at every multiple of this since the epoch, so state stays bounded (default 1h)"),
     count_window: Optional[int] = typer.Option(None, "--count-window", help="count-windows: pings per window (default 20)"),
     # --- end state-windows ---
     state_dir: Optional[str] = typer.Option(None, "--state-dir", help="checkpoints live here; a restart resumes from it"),
@@ -90,7 +91,7 @@ def run_command(
         "allowed_lateness": allowed_lateness, "window": window, "slide": slide,
         "sliding_window": sliding_window, "zones": zones, "state_dir": state_dir, "duration": duration,
         "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
-        "trip_gap": trip_gap, "count_window": count_window,  # state-windows
+        "trip_gap": trip_gap, "max_trip": max_trip, "count_window": count_window,  # state-windows
         # --- speeding incidents (issue 4: incidents) ---
         "incident_after": incident_after, "incident_timeout": incident_timeout, "incident_updates": incident_updates,
         "incident_initial_state": incident_initial_state,

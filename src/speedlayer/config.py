@@ -44,6 +44,7 @@ class RunSettings(BaseModel):
     zones: str | None = None
     # --- trips, count windows (state-windows) ---
     trip_gap: str = "5min"
+    max_trip: str = "1h"
     count_window: int = 20
     # --- end state-windows ---
     state_dir: str | None = None

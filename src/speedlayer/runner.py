@@ -98,6 +98,7 @@ def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
         continuous=continuous,
         # --- trips, count windows (state-windows) ---
         trip_gap_ms=positive_duration(settings.trip_gap, "--trip-gap"),
+        max_trip_ms=positive_duration(settings.max_trip, "--max-trip"),
         count_window=settings.count_window,
         # --- end state-windows ---
         # --- speeding incidents (issue 4: incidents) ---

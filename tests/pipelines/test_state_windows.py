@@ -45,6 +45,28 @@ def test_trips_split_on_the_gap_and_measure_the_path(outputs):
     assert len(rows) == 3
 
 
+def expected_trips(pings: list[datetime], gap: timedelta, cut: timedelta) -> list[tuple[datetime, datetime, int]]:
+    """(start, end, pings) of each trip, computed the plain way: a new trip after a pause of at least
+    ``gap``, or when a ping falls into another multiple of ``cut`` since the epoch."""
+    epoch, trips = datetime(1970, 1, 1), []
+    for t in sorted(pings):
+        if trips and t - trips[-1][1] < gap and (t - epoch) // cut == (trips[-1][0] - epoch) // cut:
+            trips[-1] = (trips[-1][0], t, trips[-1][2] + 1)
+        else:
+            trips.append((t, t, 1))
+    return trips
+
+
+def test_a_vehicle_that_never_stops_still_ends_its_trips_at_the_max_trip_length(spark):
+    # 2.5 h of pings every 20 s with no pause: without a cap this is one trip held open for good
+    pings = [("e%d" % i, "V1", 600 + 20 * i, 30.0, MITTE) for i in range(450)]
+    got = fleet_pipeline(events(spark, pings), Params())["trips"].select("trip_start", "trip_end", "pings")
+    expected = expected_trips([T0 + timedelta(seconds=s) for _, _, s, _, _ in pings],
+                              timedelta(minutes=5), timedelta(hours=1))
+    assert len(expected) == 3 and max(end - start for start, end, _ in expected) < timedelta(hours=1)
+    assertDataFrameEqual(got, spark.createDataFrame(expected, "trip_start timestamp, trip_end timestamp, pings long"))
+
+
 def test_congestion_averages_each_zone_per_minute(spark, outputs):
     m = lambda k: T0 + timedelta(minutes=k)  # noqa: E731
     z01, z02 = ("Z01", "Mitte school streets", 30.0), ("Z02", "Prenzlauer Berg", 30.0)

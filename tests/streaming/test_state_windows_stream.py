@@ -31,6 +31,21 @@ def test_trips_stream_equals_batch(spark, tmp_path):
     assertDataFrameEqual(got, closed, rtol=1e-9)
 
 
+def test_trips_of_vehicles_that_never_pause_close_at_the_max_trip_length(spark, tmp_path):
+    # a ping per vehicle every 2.5 s (jittered by 0.5 s) over 25 s: no 4 s pause ever ends a trip,
+    # so without --max-trip no trip would ever close; with 10 s, each closes after its cut
+    source = SOURCE.replace("rate=200", "rate=72")
+    s = RunSettings(job="fleet", source=source, max_events=1800, state_dir=str(tmp_path / "state"),
+                    watermark="1s", trip_gap="4s", max_trip="10s", sinks={"trips": "memory:sw_capped_trips"})
+    summary = Run(spark, plan_run(s)).start_and_wait()
+    got = spark.table("sw_capped_trips")
+    cut = F.floor(F.unix_millis(F.col("trip_start")) / 10_000)
+    assert got.count() >= 180 and got.where(cut != F.floor(F.unix_millis(F.col("trip_end")) / 10_000)).count() == 0
+    watermark = F.lit(summary.queries[0].watermark).cast("timestamp")
+    closed = batch_output(spark, s, "trips").where(F.col("trip_end") + F.expr("INTERVAL 4 SECONDS") <= watermark)
+    assertDataFrameEqual(got, closed, rtol=1e-9)
+
+
 def test_count_windows_stream_equals_batch(spark, tmp_path):
     got, expected, watermark = run_stream(spark, tmp_path, "count-windows")
     # a window comes out once the watermark passes its last ping

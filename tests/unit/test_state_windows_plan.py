@@ -26,6 +26,8 @@ def test_new_outputs_take_their_defaults_and_settings():
     ({"count_window": -3}, "at least 1 \\(got -3\\)"),
     ({"trip_gap": "0s"}, "--trip-gap must be longer than zero"),
     ({"sinks": {"trips": "console:"}, "trip_gap": "2s"}, "--trip-gap 2s is shorter than --watermark 5s.*use --trip-gap 5s or more"),
+    ({"sinks": {"trips": "console:"}, "max_trip": "5min"}, "--max-trip 300s is not longer than --trip-gap 300s"),
+    ({"max_trip": "0s"}, "--max-trip must be longer than zero"),
     ({"sinks": {"trips": "console:"}, "output_mode": {"trips": "update"}}, "'trips' cannot be written in update mode: it fits append, complete"),
     ({"sinks": {"count-windows": "console:"}, "output_mode": {"*": "complete"}}, "'count-windows' cannot be written in complete mode"),
     ({"sinks": {"count-windows": "console:"}, "output_mode": {"*": "update"}}, "'count-windows' cannot be written in update mode: it fits append"),

@@ -11,13 +11,16 @@ import datetime as dt
 import decimal
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any, Iterable
 
 from speedlayer.sinks.console import BatchView
 
 #: rows kept in each rolling feed
 FEED_ROWS = 100
+#: entities whose position the map keeps: the ones heard from most recently (a stream of ever new
+#: keys must not grow the driver's memory without end)
+MAX_POSITIONS = 20_000
 
 
 def plain(value: Any) -> Any:
@@ -44,12 +47,13 @@ class ResultsFeed:
     'e-1'
     """
 
-    def __init__(self, feeds: Iterable[str] = (), feed_rows: int = FEED_ROWS):
+    def __init__(self, feeds: Iterable[str] = (), feed_rows: int = FEED_ROWS, max_positions: int = MAX_POSITIONS):
         self._lock = threading.Lock()
         self._latest: dict[str, dict[str, Any]] = {}
         self._feeds = {name: deque(maxlen=feed_rows) for name in feeds}
-        self._positions: dict[str, dict[str, Any]] = {}
+        self._positions: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._positions_batch = -1
+        self._max_positions = max_positions
         #: outputs whose rows arrive from a console sink (the tap need not compute them again)
         self.fed_by_sink: set[str] = set()
 
@@ -64,10 +68,21 @@ class ResultsFeed:
                     feed.appendleft(dict(zip(view.columns, row)))
 
     def set_positions(self, batch_id: int, rows: list[dict[str, Any]], key: str) -> None:
-        """Merge the latest position of each entity (rows with ``key``, lat, lon, speed, time)."""
+        """Merge the latest position of each entity (rows with ``key``, lat, lon, speed, time); past
+        ``max_positions`` entities, the ones heard from longest ago are forgotten.
+
+        >>> feed = ResultsFeed(max_positions=1)
+        >>> feed.set_positions(0, [{"id": "a", "lat": 1}, {"id": "b", "lat": 2}], "id")
+        >>> [p["id"] for p in feed.snapshot()["positions"]]
+        ['b']
+        """
         with self._lock:
             for row in rows:
-                self._positions[str(row[key])] = {k: plain(v) for k, v in row.items()}
+                entity = str(row[key])
+                self._positions[entity] = {k: plain(v) for k, v in row.items()}
+                self._positions.move_to_end(entity)
+            while len(self._positions) > self._max_positions:
+                self._positions.popitem(last=False)
             self._positions_batch = batch_id
 
     def snapshot(self) -> dict[str, Any]:

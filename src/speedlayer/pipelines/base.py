@@ -31,6 +31,7 @@ class Params:
 
     # --- trips, count windows (state-windows) ---
     trip_gap_ms: int = 300_000  # a trip ends after this long without a ping of its vehicle
+    max_trip_ms: int = 3_600_000  # ... and at every multiple of this since the epoch (bounds its state)
     count_window: int = 20  # pings per count window
     # --- speeding incidents (issue 4: incidents) ---
     incident_after_ms: int = 10_000       # above the limit this long opens an incident
