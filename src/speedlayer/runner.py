@@ -414,6 +414,14 @@ def _first_line(error: BaseException) -> str:
     return type(error).__name__
 
 
+def _exception_of(query: Any) -> BaseException | None:
+    """The error a stopped query ended with, if any (a query torn down may not answer)."""
+    try:
+        return query.exception()
+    except Exception:  # noqa: BLE001
+        return None
+
+
 class Run:
     """A started run: its queries, a stop switch, and what they have done.
 
@@ -528,21 +536,30 @@ class Run:
                     break
                 time.sleep(0.2)
         finally:
-            self._stop_all()
+            stop_errors = self._stop_all()
+        self._raise_if_failed_while_stopping(stop_errors, stopped_by)
         summary = self.summary(stopped_by)
         if self.plan.state_dir.is_dir():
             (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
         return summary
 
-    def _stop_all(self) -> None:
+    def _raise_if_failed_while_stopping(self, stop_errors: dict[str, BaseException], stopped_by: str) -> None:
+        """A query whose last batch failed while the run was stopping fails the run, like any other failure."""
+        for query in self.queries:
+            error = stop_errors.get(query.name) or _exception_of(query)
+            if error is not None:
+                raise QueryFailedError(f"query {query.name} failed while stopping ({stopped_by}): {_first_line(error)}")
+
+    def _stop_all(self) -> dict[str, BaseException]:
         """Stop every query once the batch it is running has committed (at most ``STOP_TIMEOUT_S``).
 
         Waiting for an idle moment would never end under back-to-back batches, so each query is
         stopped right after its in-flight batch finishes; a batch interrupted while it is being
         planned is re-run on restart from the checkpoint. The dashboard's side queries are stopped
-        the same way, so that the batch a bounded run ends with reaches its views too.
+        the same way, so that the batch a bounded run ends with reaches its views too. Returns the
+        errors ``stop()`` raised, by query name.
         """
-        pending = {}
+        pending, errors = {}, {}
         for query in [*self.side_queries, *self.queries]:
             if query.isActive and (self.plan.trigger.continuous or self.plan.trigger.realtime):
                 pending[query] = None  # epochs / long real-time batches commit on their own clock: stop now
@@ -559,8 +576,8 @@ class Run:
                 if done:
                     try:
                         query.stop()
-                    except Exception:  # noqa: BLE001 — a query that failed while stopping is reported by wait()
-                        pass
+                    except Exception as exc:  # noqa: BLE001 — reported by wait()
+                        errors[query.name] = exc
                     del pending[query]
             time.sleep(0.05)
         # The listener bus delivers progress reports late: the summary must hold the last batches.
@@ -569,6 +586,7 @@ class Run:
             self.spark.streams.removeListener(self.tracker)
         except Exception:  # noqa: BLE001
             pass
+        return errors
 
     def summary(self, stopped_by: str) -> RunSummary:
         rows = []
