@@ -63,6 +63,8 @@ class RunSettings(BaseModel):
     match_cell: float = 500.0
     #: the job's own options (``--option KEY=VALUE``), validated against the job's options model
     options: dict[str, str] = Field(default_factory=dict)
+    #: resume from a state directory even though result-changing settings differ (``--allow-changed-settings``)
+    allow_changed_settings: bool = False
 
     @field_validator("output_mode", mode="before")
     @classmethod

@@ -64,9 +64,11 @@ def execute(settings: RunSettings, live: bool, console: Console, errors: Console
     plan = plan_run(settings)
     try:
         check_java()
+        plan.lock_state()  # before the manifest: a second run on this state directory stops here
         prepare_state(plan)
         servers = _bind(surfaces, errors)  # before Spark: a port the user chose must be free
     except Exception:
+        plan.unlock_state()
         if plan.temporary_state:
             shutil.rmtree(plan.state_dir, ignore_errors=True)
         raise

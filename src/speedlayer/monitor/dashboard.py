@@ -71,9 +71,9 @@ def _query_error(query: Any, tracked: Any) -> str | None:
         return mask_secrets(tracked.error)
     try:
         if query is not None and not query.isActive and query.exception() is not None:
-            from speedlayer.runner import _first_line
+            from speedlayer.stopping import first_line
 
-            return mask_secrets(_first_line(query.exception()))
+            return mask_secrets(first_line(query.exception()))
     except Exception:  # noqa: BLE001 — a query being torn down may not answer
         return None
     return None
