@@ -79,12 +79,14 @@ class RunSettings(BaseModel):
         return value
 
     def masked(self) -> dict[str, Any]:
-        """The settings with secrets in URIs masked, for printing and run manifests."""
+        """The settings with every secret masked (URI passwords, secret-looking conf, URI and job options),
+        for printing and run manifests."""
         data = self.model_dump()
         data["source"] = mask_secrets(self.source)
         data["rides"] = mask_secrets(self.rides) if self.rides else None
         data["sinks"] = {k: mask_secrets(v) for k, v in self.sinks.items()}
         data["conf"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.conf.items()}
+        data["options"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.options.items()}
         return data
 
     def with_job_defaults(self, defaults: Mapping[str, str]) -> "RunSettings":
@@ -163,4 +165,5 @@ def build_settings(file_values: Mapping[str, Any], flag_values: Mapping[str, Any
             raise ConfigError(f"unknown setting {name!r}: known settings are {', '.join(RunSettings.model_fields)}") from None
         if err["type"] == "missing":
             raise ConfigError(f"setting {name!r} is required: give it on the command line or in the config file") from None
-        raise ConfigError(f"setting {name!r}: {err['msg']} (got {err.get('input')!r})") from None
+        got = "***" if is_secret_option(name) else repr(err.get("input"))
+        raise ConfigError(f"setting {name!r}: {err['msg']} (got {got})") from None

@@ -15,6 +15,9 @@ from speedlayer.errors import EnvironmentProblem
 
 JAVA_HINT = "install it with 'sudo apt-get install openjdk-17-jre-headless' (or set JAVA_HOME to a JDK 17+)"
 
+SPARK_REDACTION_REGEX = ("(?i)secret|password|passwd|token|jaas|credential|access[._]?key|account[._]?key|"
+                         "private[._]?key|ssl[._]key|keystore[._]key|api[._]?key|[.]sas[.]")
+
 #: Defaults chosen for streaming on a small machine; every one can be overridden with --conf.
 DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -33,6 +36,9 @@ DEFAULT_CONF = {
     # Python workers (data sources, sinks) give the JVM 15 s by default to accept their connection;
     # on a saturated machine that fails a query with "Python worker failed to connect back".
     "spark.python.authenticate.socketTimeout": "120s",
+    # What Spark hides in its log, UI and event log: its default (secret|password|token|access.key)
+    # misses the secret settings speedlayer masks (uris.is_secret_option), e.g. fs.azure.account.key.*.
+    "spark.redaction.regex": SPARK_REDACTION_REGEX,
 }
 
 #: Spark's generated code for wide projections (decode, the generator) can exceed HotSpot's
