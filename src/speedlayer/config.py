@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -65,6 +65,8 @@ class RunSettings(BaseModel):
     options: dict[str, str] = Field(default_factory=dict)
     #: resume from a state directory even though result-changing settings differ (``--allow-changed-settings``)
     allow_changed_settings: bool = False
+    #: the Spark UI: on loopback ("local"), "off", or "open" on every interface (``--spark-ui``)
+    spark_ui: Literal["local", "off", "open"] = "local"
 
     @field_validator("output_mode", mode="before")
     @classmethod
