@@ -47,18 +47,27 @@ def stop_after_batch(queries: Iterable[Any], immediate: bool, force: threading.E
     Waiting for an idle moment would never end under back-to-back batches, so each query is
     stopped right after its in-flight batch finishes; a batch interrupted while it is being planned
     is re-run on restart from the checkpoint. ``immediate`` (continuous and real-time epochs commit
-    on their own clock) and ``force`` (a second Ctrl-C) stop at once. Returns what ``stop()``
-    raised, by query name.
+    on their own clock) and ``force`` (a second Ctrl-C) stop at once. Returns, by query name, the
+    error of each query that ended on its own (its last batch failed) or whose ``stop()`` raised;
+    a batch that ``stop()`` itself interrupts is no failure.
     """
-    pending = {query: _in_flight(query, immediate) for query in queries if query.isActive}
     errors: dict[str, BaseException] = {}
+    pending = {}
+    for query in queries:
+        if query.isActive:
+            pending[query] = _in_flight(query, immediate)
+        else:
+            _note_failure(query, errors)
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while pending:
         for query, in_flight in list(pending.items()):
             last = query.lastProgress
-            done = (in_flight is None or not query.isActive or (last and last["batchId"] > in_flight)
+            ended = not query.isActive
+            done = (in_flight is None or ended or (last and last["batchId"] > in_flight)
                     or force.is_set() or time.monotonic() > deadline)
             if done:
+                if ended:
+                    _note_failure(query, errors)
                 try:
                     query.stop()
                 except Exception as exc:  # noqa: BLE001 — reported by raise_if_failed_while_stopping
@@ -68,12 +77,14 @@ def stop_after_batch(queries: Iterable[Any], immediate: bool, force: threading.E
     return errors
 
 
-def _exception_of(query: Any) -> BaseException | None:
-    """The error a stopped query ended with, if any (a query torn down may not answer)."""
+def _note_failure(query: Any, errors: dict[str, BaseException]) -> None:
+    """Record the error a query that ended on its own ended with (a query torn down may not answer)."""
     try:
-        return query.exception()
+        error = query.exception()
     except Exception:  # noqa: BLE001
-        return None
+        return
+    if error is not None:
+        errors[query.name] = error
 
 
 def raise_if_failed_while_stopping(queries: Iterable[Any], stop_errors: dict[str, BaseException], stopped_by: str) -> None:
@@ -82,6 +93,6 @@ def raise_if_failed_while_stopping(queries: Iterable[Any], stop_errors: dict[str
     >>> raise_if_failed_while_stopping([], {}, "stop requested")
     """
     for query in queries:
-        error = stop_errors.get(query.name) or _exception_of(query)
+        error = stop_errors.get(query.name)
         if error is not None:
             raise QueryFailedError(f"query {query.name} failed while stopping ({stopped_by}): {first_line(error)}")
