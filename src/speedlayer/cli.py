@@ -61,9 +61,11 @@ def run_command(
     count_window: Optional[int] = typer.Option(None, "--count-window", help="count-windows: pings per window (default 20)"),
     # --- end state-windows ---
     state_dir: Optional[str] = typer.Option(None, "--state-dir", help="checkpoints live here; a restart resumes from it"),
+    allow_changed_settings: Optional[bool] = typer.Option(None, "--allow-changed-settings", help="resume from --state-dir even though settings that change results differ"),
     duration: Optional[float] = typer.Option(None, "--duration", help="stop gracefully after this many seconds"),
     max_events: Optional[int] = typer.Option(None, "--max-events", help="process exactly N generated events, then exit"),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])"),
+    spark_ui: Optional[str] = typer.Option(None, "--spark-ui", help="Spark's UI: local (default: 127.0.0.1 only, kill links off) | off | open (every interface)"),
     conf: Optional[List[str]] = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
     option: Optional[List[str]] = typer.Option(None, "--option", help="KEY=VALUE job option, e.g. lowercase=false (repeatable)"),
     config: Optional[str] = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
@@ -97,6 +99,8 @@ def run_command(
         "incident_initial_state": incident_initial_state,
         "rides": rides, "match_within": match_within, "match_cell": match_cell,  # ride matching
         "options": pairs(option, "--option", "KEY=VALUE"),
+        "allow_changed_settings": allow_changed_settings,
+        "spark_ui": spark_ui,
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
     from speedlayer.run_command import Surfaces, execute

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -64,6 +64,10 @@ class RunSettings(BaseModel):
     match_cell: float = 500.0
     #: the job's own options (``--option KEY=VALUE``), validated against the job's options model
     options: dict[str, str] = Field(default_factory=dict)
+    #: resume from a state directory even though result-changing settings differ (``--allow-changed-settings``)
+    allow_changed_settings: bool = False
+    #: the Spark UI: on loopback ("local"), "off", or "open" on every interface (``--spark-ui``)
+    spark_ui: Literal["local", "off", "open"] = "local"
 
     @field_validator("output_mode", mode="before")
     @classmethod
@@ -78,12 +82,14 @@ class RunSettings(BaseModel):
         return value
 
     def masked(self) -> dict[str, Any]:
-        """The settings with secrets in URIs masked, for printing and run manifests."""
+        """The settings with every secret masked (URI passwords, secret-looking conf, URI and job options),
+        for printing and run manifests."""
         data = self.model_dump()
         data["source"] = mask_secrets(self.source)
         data["rides"] = mask_secrets(self.rides) if self.rides else None
         data["sinks"] = {k: mask_secrets(v) for k, v in self.sinks.items()}
         data["conf"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.conf.items()}
+        data["options"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.options.items()}
         return data
 
     def with_job_defaults(self, defaults: Mapping[str, str]) -> "RunSettings":
@@ -162,4 +168,5 @@ def build_settings(file_values: Mapping[str, Any], flag_values: Mapping[str, Any
             raise ConfigError(f"unknown setting {name!r}: known settings are {', '.join(RunSettings.model_fields)}") from None
         if err["type"] == "missing":
             raise ConfigError(f"setting {name!r} is required: give it on the command line or in the config file") from None
-        raise ConfigError(f"setting {name!r}: {err['msg']} (got {err.get('input')!r})") from None
+        got = "***" if is_secret_option(name) else repr(err.get("input"))
+        raise ConfigError(f"setting {name!r}: {err['msg']} (got {got})") from None

@@ -16,7 +16,7 @@ from speedlayer.monitor.dashboard import DEFAULT_PORT, DashboardServer, open_ser
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.view import LiveView
 from speedlayer.runner import Run, RunSummary, plan_run, prepare_state
-from speedlayer.session import build_session, check_java
+from speedlayer.session import build_session, check_java, exposure_note
 from speedlayer.sinks.console import ConsoleSink
 
 log = logging.getLogger("speedlayer.monitor")
@@ -64,9 +64,11 @@ def execute(settings: RunSettings, live: bool, console: Console, errors: Console
     plan = plan_run(settings)
     try:
         check_java()
+        plan.lock_state()  # before the manifest: a second run on this state directory stops here
         prepare_state(plan)
         servers = _bind(surfaces, errors)  # before Spark: a port the user chose must be free
     except Exception:
+        plan.unlock_state()
         if plan.temporary_state:
             shutil.rmtree(plan.state_dir, ignore_errors=True)
         raise
@@ -84,7 +86,11 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
         errors.print(f"note: {note}", soft_wrap=True)
     log_file = plan.state_dir / "spark.log"
     errors.print(f"starting Spark ({settings.master}); Spark's log: {log_file}", soft_wrap=True)
-    spark = build_session(settings.master, settings.conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file)
+    exposed = exposure_note(settings.master, settings.spark_ui)
+    if exposed:
+        errors.print(f"note: {exposed}", soft_wrap=True)
+    spark = build_session(settings.master, settings.conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
+                          spark_ui=settings.spark_ui)
 
     view = LiveView(console) if live else None
     feed = ResultsFeed(feeds=[n for n, o in plan.job.outputs.items() if not o.stateful]) if dashboard else None

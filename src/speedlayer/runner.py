@@ -23,27 +23,25 @@ from speedlayer.config import RunSettings
 from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
+from speedlayer.manifest import StateLock, check_resume, has_progress, lock_state_dir, read_manifest, write_manifest
 from speedlayer.monitor.metrics import OBSERVATION, latency_sample
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import OUTPUT_MODES, Job, Output, Params
 from speedlayer.sinks import open_sink
 from speedlayer.sinks.base import Sink, Target
-from speedlayer.sinks.batches import sink_error_message
 from speedlayer.sources import open_source
 from speedlayer.state.incidents import check_initial_state
+from speedlayer.stopping import first_line, raise_if_failed_while_stopping, stop_after_batch
 from speedlayer.sources.base import Source
 from speedlayer.sources.generator import GeneratorSource
 from speedlayer.triggers import Trigger, parse_trigger
 from speedlayer.uris import parse_options
 
-MANIFEST = "speedlayer-run.json"
 #: what the last run did (per query: batches, rows, final watermark), written when it stops
 LAST_RUN = "last-run.json"
 #: batches a bounded (--max-events) query runs after its last event, so the watermark can close windows
 FLUSH_BATCHES = 2
-#: longest a graceful stop waits for in-flight batches before interrupting them
-STOP_TIMEOUT_S = 120
 #: run settings that name the source of a job's second stream (``Job.inputs``)
 INPUT_SETTINGS = ("rides",)
 #: sinks Spark's real-time mode writes to (its allowlist: Spark's console, foreach writers, Kafka)
@@ -79,6 +77,18 @@ class RunPlan:
     prepared: bool = False
     #: sources of the job's second streams (``Job.inputs``) that selected outputs read, by name
     inputs: dict[str, Source] = field(default_factory=dict)
+    #: the state directory's lock, held from before the manifest is written until the run ends
+    lock: StateLock | None = None
+
+    def lock_state(self) -> None:
+        """Take the state directory's lock (once); another run holding it is a ConfigError."""
+        if self.lock is None:
+            self.lock = lock_state_dir(self.state_dir)
+
+    def unlock_state(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def first_source(self, output: Output) -> Source:
         """The source an output's query reads first (``--max-events`` counts its events)."""
@@ -299,21 +309,6 @@ def _check_incidents(params: Params, queries: list[QueryPlan]) -> None:
                           "(--output-mode incidents=update) to a sink that replaces rows by key (postgresql, mysql, console)")
 
 
-def _load_run_state(plan: RunPlan) -> dict[str, Any]:
-    manifest = plan.state_dir / MANIFEST
-    state: dict[str, Any] = {}
-    if manifest.is_file():
-        try:
-            recorded = json.loads(manifest.read_text())
-        except ValueError:
-            raise ConfigError(f"{manifest} is damaged: remove the state directory to start over") from None
-        if recorded.get("job") != plan.job.name:
-            raise ConfigError(f"state directory {plan.state_dir} belongs to job {recorded.get('job')!r}, "
-                              f"not {plan.job.name!r}: give this job its own --state-dir")
-        state = recorded.get("run_state", {})
-    return state
-
-
 def prepare_state(plan: RunPlan) -> None:
     """Create the state directory, pin what must survive restarts, check sinks against checkpoints.
 
@@ -321,7 +316,13 @@ def prepare_state(plan: RunPlan) -> None:
     """
     if plan.prepared:
         return
-    run_state = _load_run_state(plan)
+    recorded = read_manifest(plan.state_dir, plan.job.name) or {}
+    settings = plan.settings.masked()
+    if recorded and has_progress(plan.state_dir):
+        note = check_resume(recorded.get("settings", {}), settings, plan.state_dir, plan.settings.allow_changed_settings)
+        if note:
+            plan.notes.append(note)
+    run_state = recorded.get("run_state", {})
     plan.source.check()
     plan.source.pin(run_state)
     for source in plan.inputs.values():
@@ -330,8 +331,7 @@ def prepare_state(plan: RunPlan) -> None:
     for query in plan.queries:
         query.sink.check(query.output.name, query.fresh)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {"job": plan.job.name, "settings": plan.settings.masked(), "run_state": run_state}
-    (plan.state_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+    write_manifest(plan.state_dir, {"job": plan.job.name, "settings": settings, "run_state": run_state})
     plan.prepared = True
 
 
@@ -403,18 +403,6 @@ class RunSummary:
     stopped_by: str
 
 
-def _first_line(error: BaseException) -> str:
-    """What went wrong, in one line: a speedlayer error raised inside Spark, else the first line."""
-    ours = sink_error_message(error)
-    if ours:
-        return ours
-    text = getattr(error, "desc", None) or str(error)
-    for line in str(text).splitlines():
-        if line.strip():
-            return line.strip()[:400]
-    return type(error).__name__
-
-
 class Run:
     """A started run: its queries, a stop switch, and what they have done.
 
@@ -435,7 +423,12 @@ class Run:
         self._on_started = on_started
 
     def start(self) -> None:
-        prepare_state(self.plan)
+        self.plan.lock_state()
+        try:
+            prepare_state(self.plan)
+        except BaseException:
+            self.plan.unlock_state()
+            raise
         self.plan.source.check_session(self.spark)  # e.g. a connector jar missing from the session
         for source in self.plan.inputs.values():
             source.check_session(self.spark)
@@ -463,10 +456,12 @@ class Run:
                 self.queries.append(query)
         except SpeedlayerError:
             self._stop_all()
+            self.plan.unlock_state()
             raise
         except Exception as exc:  # Spark refused the query: say why in one line
             self._stop_all()
-            raise QueryFailedError(f"could not start the {plan.job.name} job: {_first_line(exc)}") from None
+            self.plan.unlock_state()
+            raise QueryFailedError(f"could not start the {plan.job.name} job: {first_line(exc)}") from None
         if self._on_started:
             self._on_started(self)
 
@@ -515,7 +510,7 @@ class Run:
             while True:
                 failed = next((q for q in self.queries if not q.isActive and q.exception() is not None), None)
                 if failed is not None:
-                    raise QueryFailedError(f"query {failed.name} failed: {_first_line(failed.exception())}")
+                    raise QueryFailedError(f"query {failed.name} failed: {first_line(failed.exception())}")
                 if all(not q.isActive for q in self.queries):
                     break
                 if self.stop_requested.is_set():
@@ -529,47 +524,26 @@ class Run:
                     break
                 time.sleep(0.2)
         finally:
-            self._stop_all()
+            stop_errors = self._stop_all()
+            self.plan.unlock_state()
+        raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by)
         summary = self.summary(stopped_by)
         if self.plan.state_dir.is_dir():
             (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
         return summary
 
-    def _stop_all(self) -> None:
-        """Stop every query once the batch it is running has committed (at most ``STOP_TIMEOUT_S``).
-
-        Waiting for an idle moment would never end under back-to-back batches, so each query is
-        stopped right after its in-flight batch finishes; a batch interrupted while it is being
-        planned is re-run on restart from the checkpoint. The dashboard's side queries are stopped
-        the same way, so that the batch a bounded run ends with reaches its views too.
-        """
-        pending = {}
-        for query in [*self.side_queries, *self.queries]:
-            if query.isActive and (self.plan.trigger.continuous or self.plan.trigger.realtime):
-                pending[query] = None  # epochs / long real-time batches commit on their own clock: stop now
-            elif query.isActive:
-                active = bool(query.status.get("isTriggerActive"))
-                last = query.lastProgress
-                pending[query] = (last["batchId"] if last else -1) if active else None
-        deadline = time.monotonic() + STOP_TIMEOUT_S
-        while pending:
-            for query, in_flight in list(pending.items()):
-                last = query.lastProgress
-                done = (in_flight is None or not query.isActive or (last and last["batchId"] > in_flight)
-                        or self.force_stop.is_set() or time.monotonic() > deadline)
-                if done:
-                    try:
-                        query.stop()
-                    except Exception:  # noqa: BLE001 — a query that failed while stopping is reported by wait()
-                        pass
-                    del pending[query]
-            time.sleep(0.05)
+    def _stop_all(self) -> dict[str, BaseException]:
+        """Stop the queries after their in-flight batch (the dashboard's side queries too, so the batch a
+        bounded run ends with reaches its views); returns what ``stop()`` raised, by query name."""
+        immediate = self.plan.trigger.continuous or self.plan.trigger.realtime
+        errors = stop_after_batch([*self.side_queries, *self.queries], immediate, self.force_stop)
         # The listener bus delivers progress reports late: the summary must hold the last batches.
         self.tracker.wait_terminated([q.name for q in self.queries])
         try:
             self.spark.streams.removeListener(self.tracker)
         except Exception:  # noqa: BLE001
             pass
+        return errors
 
     def summary(self, stopped_by: str) -> RunSummary:
         rows = []
@@ -583,6 +557,7 @@ class Run:
         return RunSummary(rows, time.monotonic() - self._started_at, self.plan.state_dir, stopped_by)
 
     def cleanup(self) -> None:
-        """Remove a temporary state directory."""
+        """Release the state directory and remove it if it is temporary."""
+        self.plan.unlock_state()
         if self.plan.temporary_state:
             shutil.rmtree(self.plan.state_dir, ignore_errors=True)

@@ -15,6 +15,9 @@ from speedlayer.errors import EnvironmentProblem
 
 JAVA_HINT = "install it with 'sudo apt-get install openjdk-17-jre-headless' (or set JAVA_HOME to a JDK 17+)"
 
+SPARK_REDACTION_REGEX = ("(?i)secret|password|passwd|token|jaas|credential|access[._]?key|account[._]?key|"
+                         "private[._]?key|ssl[._]key|keystore[._]key|api[._]?key|[.]sas[.]")
+
 #: Defaults chosen for streaming on a small machine; every one can be overridden with --conf.
 DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -33,6 +36,9 @@ DEFAULT_CONF = {
     # Python workers (data sources, sinks) give the JVM 15 s by default to accept their connection;
     # on a saturated machine that fails a query with "Python worker failed to connect back".
     "spark.python.authenticate.socketTimeout": "120s",
+    # What Spark hides in its log, UI and event log: its default (secret|password|token|access.key)
+    # misses the secret settings speedlayer masks (uris.is_secret_option), e.g. fs.azure.account.key.*.
+    "spark.redaction.regex": SPARK_REDACTION_REGEX,
 }
 
 #: Spark's generated code for wide projections (decode, the generator) can exceed HotSpot's
@@ -68,6 +74,45 @@ def check_java() -> None:
         raise EnvironmentProblem(f"Java {version} found but Spark 4 needs Java 17 or newer: {JAVA_HINT}")
 
 
+LOOPBACK = "127.0.0.1"
+#: ``--spark-ui``: on loopback (default in local mode), off, or open on every interface
+SPARK_UI_MODES = ("local", "off", "open")
+
+
+def is_local(master: str) -> bool:
+    return master.strip().lower().startswith("local")
+
+
+def network_conf(master: str, spark_ui: str = "local") -> tuple[dict[str, str], dict[str, str]]:
+    """Spark settings and environment that keep a local session on loopback, like every server speedlayer starts.
+
+    Spark binds its UI to ``SPARK_LOCAL_IP``, else to every interface, and the driver's RPC and
+    block-manager ports to the machine's outward address unless the driver's addresses are set.
+    A cluster's executors must reach the driver, so there only the UI is switched (off, or kill links off).
+
+    >>> network_conf("local[2]")[0]["spark.driver.bindAddress"], network_conf("local[2]")[1]
+    ('127.0.0.1', {'SPARK_LOCAL_IP': '127.0.0.1'})
+    """
+    conf = {"spark.ui.killEnabled": "false"}
+    env: dict[str, str] = {}
+    if spark_ui == "off":
+        conf["spark.ui.enabled"] = "false"
+    if is_local(master):
+        conf.update({"spark.driver.bindAddress": LOOPBACK, "spark.driver.host": LOOPBACK})
+        if spark_ui != "open":
+            env["SPARK_LOCAL_IP"] = LOOPBACK
+    return conf, env
+
+
+def exposure_note(master: str, spark_ui: str = "local") -> str | None:
+    """What a session on a cluster opens to the network, in one line (None in local mode: nothing)."""
+    if is_local(master):
+        return None if spark_ui != "open" else "the Spark UI listens on every interface (--spark-ui open), kill links off"
+    ui = "the Spark UI is off" if spark_ui == "off" else "the Spark UI listens on every interface (port 4040 or the next free one), kill links off"
+    return (f"--master {master}: executors must reach this driver, so its RPC and block-manager ports listen on this "
+            f"machine's address (choose it with --conf spark.driver.host / spark.driver.bindAddress); {ui}")
+
+
 def default_shuffle_partitions() -> int:
     # Each shuffle partition carries its own state store: keep them few on a small machine.
     return max(2, os.cpu_count() or 2)
@@ -78,8 +123,9 @@ def build_session(
     conf: Mapping[str, str] | None = None,
     app_name: str = "speedlayer",
     log_file: Path | None = None,
+    spark_ui: str = "local",
 ):
-    """A SparkSession with speedlayer's defaults under ``conf``.
+    """A SparkSession with speedlayer's defaults under ``conf``; in local mode it listens on loopback only.
 
     >>> spark = build_session("local[2]", {"spark.ui.enabled": "false"})  # doctest: +SKIP
     """
@@ -92,7 +138,10 @@ def build_session(
     log_file = log_file or Path(os.environ.get("TMPDIR", "/tmp")) / "speedlayer-spark.log"
     log_config = resources.files("speedlayer.data").joinpath("log4j2.properties")
     logging_opts = f"-Dlog4j2.configurationFile=file:{log_config} -Dspeedlayer.log.file={log_file}"
-    settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(default_shuffle_partitions()), **(conf or {})}
+    network, env = network_conf(master, spark_ui)
+    for name, value in env.items():
+        os.environ.setdefault(name, value)  # read by the JVM when it starts
+    settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(default_shuffle_partitions()), **network, **(conf or {})}
     for key, ours in (("spark.driver.extraJavaOptions", f"{logging_opts} {JIT_FLAGS}"),
                       ("spark.executor.extraJavaOptions", JIT_FLAGS)):
         settings[key] = f"{ours} {settings.get(key, '')}".strip()

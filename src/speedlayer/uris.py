@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -51,10 +52,18 @@ def parse_uri(text: str, what: str = "URI") -> Uri:
         raise ConfigError(f"{what} {text!r} has no scheme: write it like generator://?rate=1000 or parquet:out/windows")
     try:
         parts = urlsplit(text)
+        broken = _password_breaks_uri(parts)
         # A broker list (kafka://h1:9092,h2:9092/topic) has no single port; its source reads ``text``.
-        port = None if "," in parts.netloc else parts.port
+        port = None if broken or "," in parts.netloc else parts.port
     except ValueError as exc:
-        raise ConfigError(f"{what} {mask_secrets(text)!r} is not a valid URI ({exc})") from None
+        if "@" in text:
+            broken = True
+        else:
+            raise ConfigError(f"{what} {mask_secrets(text)!r} is not a valid URI ({exc})") from None
+    if broken:  # never echo it: the text holds a password we cannot find the end of
+        scheme = text.split(":", 1)[0]
+        raise ConfigError(f"{what} {scheme}://… does not parse: a password holding / # ? or @ must be percent-encoded "
+                          "(/ as %2F, # as %23, ? as %3F, @ as %40): user:a%2Fb@host for the password a/b")
     if not parts.scheme:
         raise ConfigError(f"{what} {text!r} has no scheme: write it like generator://?rate=1000 or parquet:out/windows")
     options: dict[str, str] = {}
@@ -78,16 +87,42 @@ def parse_uri(text: str, what: str = "URI") -> Uri:
 
 #: an option whose name contains one of these holds a secret (kafka.sasl.jaas.config, ssl.key.password, ...)
 SECRET_WORDS = ("password", "passwd", "secret", "token", "jaas", "credential", "apikey", "api_key")
+#: name segments that are secret keys themselves (``AccessKey``, ``fs.azure.sas.<container>``)
+SECRET_SEGMENTS = frozenset({"accesskey", "accountkey", "privatekey", "secretkey", "masterkey", "signingkey",
+                             "sharedkey", "sas"})
+#: a ``key`` segment right after one of these is a secret key (``ssl.key``, ``kafka.ssl.keystore.key``,
+#: ``fs.s3a.access.key``, ``fs.azure.account.key.<account>``); after anything else (``partition.key``,
+#: ``kafka.key.deserializer``) or alone (``key=vehicle_id``) it names a key column or setting
+KEY_QUALIFIERS = frozenset({"access", "account", "private", "secret", "ssl", "keystore", "api", "master", "signing",
+                            "shared", "storage", "encryption", "client"})
 
 
 def is_secret_option(name: str) -> bool:
-    """Whether an option's value must never be shown.
+    """Whether an option's value must never be shown: by secret words, or a qualified ``key`` segment.
 
-    >>> is_secret_option("kafka.sasl.jaas.config"), is_secret_option("table")
-    (True, False)
+    >>> is_secret_option("kafka.sasl.jaas.config"), is_secret_option("kafka.ssl.keystore.key")
+    (True, True)
+    >>> is_secret_option("table"), is_secret_option("key"), is_secret_option("partition.key")
+    (False, False, False)
     """
     lowered = name.lower()
-    return any(word in lowered for word in SECRET_WORDS)
+    if any(word in lowered for word in SECRET_WORDS):
+        return True
+    segments = re.split(r"[._\-]+", lowered)
+    return any(seg in SECRET_SEGMENTS or (seg == "key" and i > 0 and segments[i - 1] in KEY_QUALIFIERS)
+               for i, seg in enumerate(segments))
+
+
+def _password_breaks_uri(parts: SplitResult) -> bool:
+    """Whether a raw / # or ? in ``user:password@`` cut the URI short, leaving the ``@`` past the host.
+
+    The ``@`` then lands in the path, the fragment or a query option's name; an ``@`` in a query
+    option's value (a JAAS config naming a user) is no sign of it.
+    """
+    if "@" in parts.netloc or ":" not in parts.netloc:
+        return False
+    names = [item.split("=", 1)[0] for item in parts.query.split("&")]
+    return "@" in parts.path or "@" in parts.fragment or any("@" in name for name in names)
 
 
 def mask_secrets(text: str) -> str:
@@ -98,8 +133,12 @@ def mask_secrets(text: str) -> str:
     """
     try:
         parts = urlsplit(text)
+        _ = parts.port if "," not in parts.netloc else None  # a port that is not a number: the password cut short
+        broken = _password_breaks_uri(parts)
     except ValueError:
-        return text
+        broken = True
+    if broken:
+        return f"{text.split(':', 1)[0]}://***" if "@" in text else text
     netloc = parts.netloc
     if parts.password is not None:
         userinfo, _, hostport = netloc.rpartition("@")
@@ -147,6 +186,6 @@ def parse_options(model: type[BaseModel], options: Mapping[str, Any], where: str
     except ValidationError as exc:
         err = exc.errors()[0]
         name = ".".join(str(p) for p in err["loc"]) or "options"
-        got = options.get(name, err.get("input"))
+        got = "***" if is_secret_option(name) else options.get(name, err.get("input"))
         message = str(err["msg"]).removeprefix("Value error, ")
         raise ConfigError(f"{where} option {name!r}: {message} (got {got!r})") from None

@@ -102,3 +102,30 @@ def test_a_failing_page_request_is_a_500_and_the_server_goes_on(served):
         get(served.url + "/api/state")
     assert failed.value.code == 500
     assert get(served.url + "/metrics")[0] == 200
+
+
+def status_with_host(server, path: str, host: str | None) -> int:
+    """The status of a GET sent with this Host header (as a page under a rebound DNS name would send)."""
+    import http.client
+
+    port = server.server_address[1]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.putrequest("GET", path, skip_host=True)
+    if host is not None:
+        conn.putheader("Host", host)
+    conn.endheaders()
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+@pytest.mark.parametrize("path", ["/", "/api/state", "/metrics", "/static/app.js"])
+def test_a_foreign_host_header_is_refused_everywhere(served, path):
+    port = served.server_address[1]
+    assert status_with_host(served, path, f"evil.example:{port}") == 403
+    assert status_with_host(served, path, "rebind.attacker.test") == 403
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "LOCALHOST:{port}", "[::1]:{port}", "127.0.0.1"])
+def test_the_dashboards_own_host_names_are_served(served, host):
+    assert status_with_host(served, "/api/state", host.format(port=served.server_address[1])) == 200

@@ -1,8 +1,8 @@
 """The web dashboard served by a running job: a page, its JSON state and Prometheus ``/metrics``.
 
 Plain ``http.server`` in a daemon thread; the page (``static/``, packaged with speedlayer, no CDN)
-asks ``/api/state`` once a second. It binds to 127.0.0.1 unless told otherwise, shows only masked
-URIs, and any failure in it is logged and answered with a 500: it never stops the job.
+asks ``/api/state`` once a second. It binds to 127.0.0.1 unless told otherwise, answers only requests
+whose ``Host`` is its own (DNS rebinding), shows only masked URIs, and any failure in it is logged and answered with a 500: it never stops the job.
 
 >>> server = open_server("127.0.0.1", 8765, explicit=False, warn=print)  # doctest: +SKIP
 >>> server.serve(run, feed); server.url                                    # doctest: +SKIP
@@ -12,9 +12,11 @@ URIs, and any failure in it is logged and answered with a 500: it never stops th
 from __future__ import annotations
 
 import errno
+import ipaddress
 import json
 import logging
 import mimetypes
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -71,9 +73,9 @@ def _query_error(query: Any, tracked: Any) -> str | None:
         return mask_secrets(tracked.error)
     try:
         if query is not None and not query.isActive and query.exception() is not None:
-            from speedlayer.runner import _first_line
+            from speedlayer.stopping import first_line
 
-            return mask_secrets(_first_line(query.exception()))
+            return mask_secrets(first_line(query.exception()))
     except Exception:  # noqa: BLE001 — a query being torn down may not answer
         return None
     return None
@@ -123,6 +125,18 @@ def run_state(run: "Run", feed: ResultsFeed | None, zones: list | None = None) -
     return state
 
 
+def _host_name(header: str) -> str:
+    """The name in a Host header, without its port.
+
+    >>> _host_name("[::1]:8765"), _host_name("LocalHost:8765"), _host_name("127.0.0.1")
+    ('::1', 'localhost', '127.0.0.1')
+    """
+    host = header.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: "DashboardServer"
 
@@ -140,7 +154,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 — http.server's name
         path = self.path.split("?", 1)[0]
         try:
-            if path == "/metrics":
+            if not self.server.serves_host(self.headers.get("Host")):
+                self._send(403, b"this dashboard answers only to its own address (Host header refused)\n", "text/plain")
+            elif path == "/metrics":
                 self._send(200, generate_latest(self.server.registry), CONTENT_TYPE_LATEST)
             elif self.server.metrics_only:
                 self._send(404, b"only /metrics here\n", "text/plain")
@@ -183,9 +199,22 @@ class DashboardServer(ThreadingHTTPServer):
     def __init__(self, host: str, port: int, metrics_only: bool = False):
         super().__init__((host, port), _Handler)
         self.metrics_only = metrics_only
+        self.own_names = {"localhost", host.lower(), socket.gethostname().lower(), socket.getfqdn().lower()}
         self.registry = None
         self._state: Callable[[], dict] = dict
         self._thread: threading.Thread | None = None
+
+    def serves_host(self, header: str | None) -> bool:
+        """Whether a request's ``Host`` is this server's own: an IP address, localhost, its bound name or
+        this machine's name. A page on another name (DNS rebinding) must not read the job's state."""
+        if header is None:  # HTTP/1.0 without Host: no browser sends that
+            return True
+        host = _host_name(header)
+        try:
+            ipaddress.ip_address(host)
+            return True
+        except ValueError:
+            return host in self.own_names
 
     @property
     def url(self) -> str:

@@ -1,0 +1,98 @@
+"""Stopping a run's queries gracefully, and telling what went wrong, in one line.
+
+>>> errors = stop_after_batch(queries, immediate=False, force=threading.Event())  # doctest: +SKIP
+>>> raise_if_failed_while_stopping(queries, errors, "--duration 5s")               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Iterable
+
+from speedlayer.errors import QueryFailedError
+from speedlayer.sinks.batches import sink_error_message
+
+#: longest a graceful stop waits for in-flight batches before interrupting them
+STOP_TIMEOUT_S = 120
+
+
+def first_line(error: BaseException) -> str:
+    """What went wrong, in one line: a speedlayer error raised inside Spark, else the first line.
+
+    >>> first_line(RuntimeError("boom\\n  at Spark..."))
+    'boom'
+    """
+    ours = sink_error_message(error)
+    if ours:
+        return ours
+    text = getattr(error, "desc", None) or str(error)
+    for line in str(text).splitlines():
+        if line.strip():
+            return line.strip()[:400]
+    return type(error).__name__
+
+
+def _in_flight(query: Any, immediate: bool) -> int | None:
+    """The batch a query is running (-1 before its first progress), or None to stop it now."""
+    if immediate or not query.status.get("isTriggerActive"):
+        return None
+    last = query.lastProgress
+    return last["batchId"] if last else -1
+
+
+def stop_after_batch(queries: Iterable[Any], immediate: bool, force: threading.Event) -> dict[str, BaseException]:
+    """Stop every active query once the batch it is running has committed (at most ``STOP_TIMEOUT_S``).
+
+    Waiting for an idle moment would never end under back-to-back batches, so each query is
+    stopped right after its in-flight batch finishes; a batch interrupted while it is being planned
+    is re-run on restart from the checkpoint. ``immediate`` (continuous and real-time epochs commit
+    on their own clock) and ``force`` (a second Ctrl-C) stop at once. Returns, by query name, the
+    error of each query that ended on its own (its last batch failed) or whose ``stop()`` raised;
+    a batch that ``stop()`` itself interrupts is no failure.
+    """
+    errors: dict[str, BaseException] = {}
+    pending = {}
+    for query in queries:
+        if query.isActive:
+            pending[query] = _in_flight(query, immediate)
+        else:
+            _note_failure(query, errors)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while pending:
+        for query, in_flight in list(pending.items()):
+            last = query.lastProgress
+            ended = not query.isActive
+            done = (in_flight is None or ended or (last and last["batchId"] > in_flight)
+                    or force.is_set() or time.monotonic() > deadline)
+            if done:
+                if ended:
+                    _note_failure(query, errors)
+                try:
+                    query.stop()
+                except Exception as exc:  # noqa: BLE001 — reported by raise_if_failed_while_stopping
+                    errors[query.name] = exc
+                del pending[query]
+        time.sleep(0.05)
+    return errors
+
+
+def _note_failure(query: Any, errors: dict[str, BaseException]) -> None:
+    """Record the error a query that ended on its own ended with (a query torn down may not answer)."""
+    try:
+        error = query.exception()
+    except Exception:  # noqa: BLE001
+        return
+    if error is not None:
+        errors[query.name] = error
+
+
+def raise_if_failed_while_stopping(queries: Iterable[Any], stop_errors: dict[str, BaseException], stopped_by: str) -> None:
+    """A query whose last batch failed while the run was stopping fails the run, like any other failure.
+
+    >>> raise_if_failed_while_stopping([], {}, "stop requested")
+    """
+    for query in queries:
+        error = stop_errors.get(query.name)
+        if error is not None:
+            raise QueryFailedError(f"query {query.name} failed while stopping ({stopped_by}): {first_line(error)}")

@@ -1,0 +1,117 @@
+"""Resuming from a state directory: changed results refused, the manifest replaced atomically, one run at a time."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from speedlayer.config import RunSettings
+from speedlayer.errors import ConfigError
+from speedlayer.runner import plan_run, prepare_state
+
+MANIFEST = "speedlayer-run.json"
+
+
+def prepared(state, **kwargs):
+    plan = plan_run(RunSettings(**{"job": "fleet", "source": "generator://?seed=3", "state_dir": str(state), **kwargs}))
+    prepare_state(plan)
+    return plan
+
+
+def with_progress(state):
+    """As if a query of the earlier run had planned its first batch."""
+    (state / "checkpoints" / "windows" / "offsets").mkdir(parents=True)
+    (state / "checkpoints" / "windows" / "offsets" / "0").write_text("v1\n")
+    return state
+
+
+def test_a_resume_that_changes_the_window_is_refused_naming_old_and_new(tmp_path):
+    state = tmp_path / "st"
+    prepared(state)
+    with_progress(state)
+    with pytest.raises(ConfigError) as refused:
+        prepared(state, window="20s", watermark="10s")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "watermark 5s → 10s, window 10s → 20s" in message
+    assert "new --state-dir" in message and "--allow-changed-settings" in message
+    assert json.loads((state / MANIFEST).read_text())["settings"]["window"] == "10s"
+
+
+@pytest.mark.parametrize("changed", [{"source": "generator://?seed=4"}, {"zones": "my-zones.csv"},
+                                     {"output_mode": {"windows": "update"}}, {"trip_gap": "1min"}])
+def test_every_result_changing_setting_is_refused_on_resume(tmp_path, changed):
+    state = with_progress(tmp_path / "st")
+    prepared(state)
+    name = next(iter(changed))
+    with pytest.raises(ConfigError, match=f"other settings \\({name} "):
+        prepared(state, **changed)
+
+
+def test_the_job_options_are_compared_too(tmp_path):
+    state = with_progress(tmp_path / "st")
+    prepared(state, job="wordcount", source="generator://?kind=vehicles")
+    with pytest.raises(ConfigError, match=r"options \{\} → \{lowercase=false\}"):
+        prepared(state, job="wordcount", source="generator://?kind=vehicles", options={"lowercase": "false"})
+
+
+def test_a_changed_resume_goes_on_when_the_user_says_so(tmp_path):
+    state = tmp_path / "st"
+    prepared(state)
+    with_progress(state)
+    plan = prepared(state, window="20s", allow_changed_settings=True)
+    assert any("window 10s → 20s" in note and "--allow-changed-settings" in note for note in plan.notes)
+    assert json.loads((state / MANIFEST).read_text())["settings"]["window"] == "20s"
+
+
+def test_settings_that_do_not_change_results_may_change(tmp_path):
+    state = tmp_path / "st"
+    prepared(state, max_events=100)
+    with_progress(state)
+    prepared(state, duration=5.0, trigger="processing:2s", conf={"spark.sql.shuffle.partitions": "3"},
+             sinks={"windows": "memory:w", "alerts": "console:"}, master="local[1]")
+
+
+def test_a_state_directory_without_progress_is_not_a_resume(tmp_path):
+    state = tmp_path / "st"
+    prepared(state)
+    assert json.loads((state / MANIFEST).read_text())["settings"]["window"] == "10s"
+    prepared(state, window="20s")  # the first run stopped before any batch: nothing to mix
+    assert json.loads((state / MANIFEST).read_text())["settings"]["window"] == "20s"
+
+
+def test_a_crash_between_writing_and_renaming_leaves_the_old_manifest(tmp_path, monkeypatch):
+    state = tmp_path / "st"
+    prepared(state, max_events=100)
+    before = (state / MANIFEST).read_text()
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt("killed between the write and the rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        prepared(state, max_events=200)
+    assert (state / MANIFEST).read_text() == before
+    assert sorted(p.name for p in state.iterdir() if "speedlayer-run" in p.name) == [MANIFEST]
+
+
+def test_a_state_directory_held_by_a_running_process_is_refused_at_once(tmp_path):
+    from speedlayer.manifest import lock_state_dir
+
+    state = tmp_path / "st"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from speedlayer.manifest import lock_state_dir; "
+        f"lock = lock_state_dir(Path({str(state)!r})); print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError) as refused:
+            lock_state_dir(state)
+        assert str(refused.value) == (f"state directory {state} is in use by another run (pid {holder.pid}): "
+                                      "wait for it to stop, or give this run its own --state-dir")
+    finally:
+        holder.kill()
+        holder.wait()
+    lock_state_dir(state).release()  # free again once the holder is gone
