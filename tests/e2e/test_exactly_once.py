@@ -10,10 +10,7 @@ the same events: every row there, none twice.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -23,56 +20,19 @@ from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.config import RunSettings
 from tests import servers
+from tests.e2e.conftest import N, PER_TRIGGER
 from tests.e2e.killing import CliProcess, Kill, batch_ids, kill_mid_batch
 from tests.helpers import batch_output, closed_windows
 from tests.sinks.common import as_frame
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-#: events in the streams: 10 micro-batches of PER_TRIGGER; 100 s of event time (rate=200), 100 vehicles
-N = 20_000
-PER_TRIGGER = 2_000
-SHARDS = 2
-GENERATOR = "generator://?seed=23&late=0&rate=200&vehicles=100"
 WINDOW_KEY = ["window_start", "window_end", "vehicle_id"]
 KEYS = {"windows": WINDOW_KEY, "sliding": WINDOW_KEY, "alerts": ["event_id"], "dead-letters": ["offset"]}
 #: generous bounds for a loaded 2-core machine (a run normally takes well under a minute)
 KILL_WITHIN_S, FINAL_RUN_S = 300, 600
 #: tries at one kill: a batch may commit in the milliseconds between seeing it in flight and the kill
 KILL_TRIES = 3
-
-
-@pytest.fixture(scope="module")
-def stream(tmp_path_factory):
-    """A Redis URI of SHARDS stream keys holding events 0 … N-1, written once for the module by the CLI producer.
-
-    Module-scoped (unlike ``redis_url``) so that tests here share one producer run; its keys are
-    removed afterwards the same way.
-    """
-    servers.ensure(servers.REDIS)
-    import redis
-
-    prefix = servers.unique_name("eo")
-    url = f"redis://{servers.REDIS.host}:{servers.REDIS.port}/0"
-    uri = f"{url}?stream={prefix}&shards={SHARDS}"
-    # A fixed event-time origin shortly before now: decode refuses events over 1 h ahead of the entry
-    # ids, which Redis stamps with its clock.
-    start = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:00Z")
-    client = redis.Redis(host=servers.REDIS.host, port=servers.REDIS.port, db=0)
-    try:
-        result = subprocess.run(
-            [sys.executable, "-m", "speedlayer", "produce", "--to", uri, "--max-events", str(N), "--rate", "0",
-             "--generator", GENERATOR, "--start", start, "--no-progress"],
-            cwd=tmp_path_factory.mktemp("produce"), capture_output=True, text=True, timeout=300,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert f"produced {N:,} events" in result.stdout, result.stdout
-        assert [client.xlen(f"{prefix}:{i}") for i in range(SHARDS)] == [N // SHARDS] * SHARDS
-        yield uri
-    finally:
-        for key in client.scan_iter(f"{prefix}*"):
-            client.delete(key)
-        client.close()
 
 
 def run_args(source: str, sinks: dict[str, str], state: Path) -> list[str]:

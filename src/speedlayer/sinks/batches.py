@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from speedlayer.durations import parse_duration
 from speedlayer.errors import ConfigError, SinkError
+from speedlayer.faults import reached
 
 log = logging.getLogger("speedlayer.sinks")
 T = TypeVar("T")
@@ -170,7 +171,10 @@ class PartitionJob:
                 if batch.num_rows:  # an empty partition opens no connection
                     retrying(lambda: attempt(batch), transient=connector.transient, retry_for_s=connector.retry_for_s,
                              what=connector.what, secret=connector.secret, on_failure=drop)
+                    if not written:
+                        reached("mid-write", self.batch_id, connector.what)
                     written += batch.num_rows
+            reached("partition-written", self.batch_id, connector.what)
         finally:
             drop()
         yield pa.RecordBatch.from_pydict({"rows": pa.array([written], pa.int64())})
@@ -192,6 +196,7 @@ class BatchFunction:
         self.last_rows = 0
 
     def __call__(self, batch_df, batch_id: int) -> None:
+        reached("planned", batch_id, self.connector.what)
         try:
             counts = self.prepare(batch_df).mapInArrow(PartitionJob(self.connector, batch_id), "rows long").collect()
         except Exception as exc:  # noqa: BLE001 — turned into one line when it is ours
@@ -202,6 +207,7 @@ class BatchFunction:
                 raise
             raise SinkError(message) from None
         self.last_rows = sum(row["rows"] for row in counts)
+        reached("written", batch_id, self.connector.what)
 
 
 #: How Spark recognises a foreachBatch function interrupted by ``query.stop()`` (its regex

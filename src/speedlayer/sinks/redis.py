@@ -156,7 +156,7 @@ class RedisConnector(Connector):
 
     @property
     def what(self) -> str:  # type: ignore[override]
-        return f"Redis at {self.server.host}:{self.server.port}/{self.server.db}"
+        return f"Redis at {self.server.host}:{self.server.port}/{self.server.db} {self.stream or self.prefix}"
 
     @property
     def secret(self) -> str | None:  # type: ignore[override]

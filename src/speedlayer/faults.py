@@ -1,0 +1,55 @@
+"""Fault injection: hold a run at a named phase of a micro-batch, so that a crash test can kill it there.
+
+Crash tests (and anyone checking a deployment's recovery) need to kill a run at a precise moment
+of a micro-batch, and to show that the moment was reached. With ``SPEEDLAYER_FAULT=PHASE:BATCH``
+and ``SPEEDLAYER_FAULT_DIR=DIR`` in the environment of ``speedlayer run``, every sink that writes
+through ``foreachBatch`` (PostgreSQL, MySQL, Redis) stops when it reaches PHASE of its batch BATCH:
+it writes a marker file into DIR, then waits until it is killed. The phases, in order:
+
+- ``planned``: the batch is in the offset log and the sink's function starts; nothing written yet;
+- ``mid-write``: an executor has written the first record batch of its partition;
+- ``partition-written``: an executor has written all of its partition; for a stateful query the
+  partition's state store version is committed (the state store commits once its rows are read);
+- ``written``: every row of the batch is written; the commit log does not hold the batch yet.
+
+Unset (the normal case), each hook costs one environment lookup per batch and partition.
+
+>>> reached("planned", 3, "PostgreSQL")  # SPEEDLAYER_FAULT unset: returns at once
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+PHASES = ("planned", "mid-write", "partition-written", "written")
+ENV, DIR_ENV = "SPEEDLAYER_FAULT", "SPEEDLAYER_FAULT_DIR"
+
+
+def wanted(phase: str, batch_id: int, spec: str | None) -> bool:
+    """Whether ``spec`` (``PHASE:BATCH``) asks to stop at ``phase`` of batch ``batch_id``.
+
+    >>> wanted("mid-write", 4, "mid-write:4"), wanted("mid-write", 5, "mid-write:4"), wanted("written", 4, None)
+    (True, False, False)
+    """
+    if not spec:
+        return False
+    name, _, batch = spec.partition(":")
+    return name == phase and batch.strip() == str(batch_id)
+
+
+def reached(phase: str, batch_id: int, where: str) -> None:
+    """Mark and hold here if the environment asks for a fault at ``phase`` of batch ``batch_id``.
+
+    The marker is ``DIR/PHASE-BATCH-WHERE-PID`` (``where`` names the sink, e.g. its server).
+    """
+    if not wanted(phase, batch_id, os.environ.get(ENV)):
+        return
+    folder = Path(os.environ.get(DIR_ENV) or ".")
+    folder.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^A-Za-z0-9.]+", "_", where)[:80]
+    (folder / f"{phase}-{batch_id}-{slug}-{os.getpid()}").write_text(f"{time.time():.3f}\n")
+    while True:  # held until the test kills the run
+        time.sleep(3600)

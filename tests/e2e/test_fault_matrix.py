@@ -1,0 +1,185 @@
+"""The fault matrix: SIGKILL at each phase of a micro-batch, for every kind of sink at once, checked by a plain oracle.
+
+One fleet run writes five outputs to the five kinds of sink: ``windows`` to PostgreSQL, ``alerts``
+to MariaDB, ``dead-letters`` to a Redis stream, ``sliding`` to Redis hashes (latest window per
+vehicle), ``congestion`` to Parquet. The run is held at a named phase of one micro-batch by
+``speedlayer.faults`` (every foreachBatch sink stops there and leaves a marker), the test sees
+every marker and the checkpoint showing that batch planned and not committed, then kills the
+whole process group and restarts the same command at the next phase:
+
+planned (nothing written) -> mid-write (part of the batch written) -> partition-written (state
+store versions committed) -> written (every row written, the commit log not yet).
+
+The last run is bounded by ``--max-events`` and ends by itself. What the five sinks then hold is
+compared with ``tests.oracle``: the results computed in plain Python from the raw entries of the
+Redis stream, without Spark or the job's code. No row missing, none twice, every value right.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from speedlayer.faults import DIR_ENV, ENV
+from tests import oracle, servers
+from tests.e2e.conftest import N, PER_TRIGGER
+from tests.e2e.killing import CliProcess, batch_ids, query_state, states, wait_for
+from tests.e2e.test_exactly_once import mysql_rows, postgres_rows
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+#: the phase each run is held at, and in which batch of each query (every query has a batch of data there)
+PHASES = [("planned", 2), ("mid-write", 4), ("partition-written", 6), ("written", 8)]
+HELD_WITHIN_S, FINAL_RUN_S = 300, 600
+
+
+def naive_utc(value: datetime | str) -> datetime:
+    """A time as naive UTC, from an aware datetime (PostgreSQL) or ISO-8601 text (Redis, run summaries)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+
+
+def raw_entries(stream_uri: str) -> list[tuple[str, str, datetime]]:
+    """(offset, payload, ingest time) of every entry of the source's stream shards, read with redis-py."""
+    import redis
+
+    prefix, shards = stream_uri.split("stream=")[1].split("&shards=")
+    client = redis.Redis(host=servers.REDIS.host, port=servers.REDIS.port, db=0, decode_responses=True)
+    entries = []
+    for shard in range(int(shards)):
+        key = f"{prefix}:{shard}"
+        for entry_id, fields in client.xrange(key):
+            ingest = naive_utc(datetime.fromtimestamp(int(entry_id.split("-")[0]) / 1000, timezone.utc))
+            entries.append((f"{key}/{entry_id}", fields.get("value"), ingest))
+    client.close()
+    return entries
+
+
+def hold_and_kill(args: list[str], workdir: Path, phase: str, batch: int, hooked: dict[str, str],
+                  monkeypatch) -> None:
+    """Run until every hooked sink holds at ``phase`` of ``batch``; check the checkpoints; SIGKILL."""
+    markers = workdir / "markers" / phase
+    monkeypatch.setenv(ENV, f"{phase}:{batch}")
+    monkeypatch.setenv(DIR_ENV, str(markers))
+    process = CliProcess(args, workdir, workdir / f"{phase}.log")
+
+    def all_held() -> bool:
+        names = [m.name for m in markers.iterdir()] if markers.is_dir() else []
+        return all(any(n.startswith(f"{phase}-{batch}-{sink}") for n in names) for sink in hooked.values())
+
+    wait_for(all_held, process, HELD_WITHIN_S, f"every sink held at {phase} of batch {batch}")
+    process.kill()
+    checkpoints = workdir / "state" / "checkpoints"
+    for output in hooked:
+        held = query_state(checkpoints / output)
+        assert held.in_flight == batch, (phase, output, held)  # planned, not committed: the moment claimed
+    # the stateful query's state store: no version of the batch before anything ran, one once a partition's
+    # rows are all written (mid-write: either, as Spark's feeder thread may run ahead of the Python writer)
+    versions = {p.name.split(".")[0] for p in (checkpoints / "sliding" / "state").rglob("*") if p.is_file()}
+    if phase != "mid-write":
+        assert (str(batch + 1) in versions) == (phase != "planned"), (phase, sorted(versions))
+    monkeypatch.delenv(ENV)
+
+
+def test_sigkill_at_every_phase_loses_and_repeats_nothing_in_any_sink(spark, stream, postgres_url, mysql_url, redis_url,
+                                                                      tmp_path, monkeypatch):
+    redis_base, prefix = redis_url
+    sinks = {
+        "windows": f"{postgres_url}?table=windows",
+        "alerts": f"{mysql_url}?table=alerts",
+        "dead-letters": f"{redis_base}?prefix={prefix}:dl",
+        "sliding": f"{redis_base}?prefix={prefix}:sl",
+        "congestion": f"parquet:{tmp_path / 'out' / 'congestion'}",
+    }
+    hooked = {"windows": "PostgreSQL", "alerts": "MySQL", "dead-letters": f"Redis_at_127.0.0.1_6379_0_{prefix}_dl",
+              "sliding": f"Redis_at_127.0.0.1_6379_0_{prefix}_sl"}
+    args = ["run", "fleet", "--source", f"{stream}&max_records_per_trigger={PER_TRIGGER}",
+            *(a for output, uri in sinks.items() for a in ("--sink", f"{output}={uri}")),
+            "--output-mode", "congestion=append", "--state-dir", str(tmp_path / "state"),
+            "--trigger", "processing:0s", "--no-live", "--conf", "spark.ui.enabled=false",
+            # a held partition keeps its task slot: enough slots for every query's partitions to reach the phase
+            "--master", "local[12]"]
+    for phase, batch in PHASES:
+        hold_and_kill(args, tmp_path, phase, batch, hooked, monkeypatch)
+    final = CliProcess(args + ["--max-events", str(N)], tmp_path, tmp_path / "final.log")
+    assert final.wait(FINAL_RUN_S) == 0, final.tail()
+    assert f"stopped by --max-events {N}" in final.output() and "Traceback" not in final.output()
+
+    checkpoints = tmp_path / "state" / "checkpoints"
+    for output in sinks:  # every batch committed once, in order, each held batch among them
+        commits = batch_ids(checkpoints / output / "commits")
+        assert commits == set(range(max(commits) + 1)) and commits >= {b for _, b in PHASES}, (output, sorted(commits))
+    watermarks = {q["output"]: q["watermark"] for q in json.loads((tmp_path / "state" / "last-run.json").read_text())["queries"]}
+    assert set(states(checkpoints)) == set(sinks)
+
+    entries = raw_entries(stream)
+    parsed = [(offset, payload, oracle.parse(payload, ingest)) for offset, payload, ingest in entries]
+    pings = oracle.first_copies([p for _, _, p in parsed if p is not None])
+    assert len(entries) == N and len(pings) > 0.95 * N
+
+    def closed_by(output: str) -> datetime:
+        return naive_utc(watermarks[output])
+
+    check_windows(postgres_url, pings, closed_by("windows"))
+    check_alerts(mysql_url, pings)
+    check_dead_letters(f"{prefix}:dl", [(o, p) for o, p, ping in parsed if ping is None])
+    check_sliding(f"{prefix}:sl", pings, closed_by("sliding"))
+    check_congestion(spark, tmp_path / "out" / "congestion", pings, closed_by("congestion"))
+
+
+def check_windows(postgres_url: str, pings, closed_by: datetime) -> None:
+    columns = ["window_start", "window_end", "vehicle_id", "events", "avg_speed_kmh", "max_speed_kmh", "over_limit_events"]
+    rows = postgres_rows(postgres_url, "windows", columns)
+    expected = oracle.windows(pings, timedelta(seconds=10), closed_by)
+    got = {(naive_utc(r[0]), naive_utc(r[1]), r[2]): r[3:] for r in rows}
+    assert len(rows) == len(got) == len(expected) > 500
+    for key, want in expected.items():
+        events, avg, top, over = got[key]
+        assert (events, top, over) == (want["events"], want["max_speed_kmh"], want["over_limit_events"]), key
+        assert avg == pytest.approx(want["avg_speed_kmh"], rel=1e-9), key
+
+
+def check_alerts(mysql_url: str, pings) -> None:
+    rows = mysql_rows(mysql_url, "alerts", ["event_id", "excess_kmh"])
+    expected = oracle.alerts(pings)
+    assert len(rows) == len({r[0] for r in rows}) and len(expected) > 100
+    assert {r[0]: pytest.approx(r[1], abs=1e-9) for r in rows} == expected
+
+
+def check_dead_letters(key: str, refused: list[tuple[str, str]]) -> None:
+    import redis
+
+    client = redis.Redis(host=servers.REDIS.host, port=servers.REDIS.port, db=0, decode_responses=True)
+    got = [(fields["offset"], fields["payload"]) for _, fields in client.xrange(key)]
+    client.close()
+    assert len(refused) > 10 and len(got) == len(set(got))
+    assert sorted(got) == sorted(refused)
+
+
+def check_sliding(prefix: str, pings, closed_by: datetime) -> None:
+    import redis
+
+    client = redis.Redis(host=servers.REDIS.host, port=servers.REDIS.port, db=0, decode_responses=True)
+    got = {key.split(":")[-1]: client.hgetall(key) for key in client.scan_iter(f"{prefix}:*")}
+    client.close()
+    expected = oracle.latest_sliding(pings, timedelta(minutes=1), timedelta(seconds=10), closed_by)
+    assert set(got) == set(expected) and len(expected) == 100
+    for vehicle, want in expected.items():
+        row = got[vehicle]
+        end = naive_utc(row["window_end"])
+        assert (end, int(row["events"])) == (want["window_end"], want["events"]), vehicle
+        assert float(row["avg_speed_kmh"]) == pytest.approx(want["avg_speed_kmh"], rel=1e-9), vehicle
+
+
+def check_congestion(spark, path: Path, pings, closed_by: datetime) -> None:
+    table = [r.asDict() for r in spark.read.parquet(str(path)).collect()]  # through _spark_metadata: committed files
+    got = {(r["window_start"], r["zone_id"]): r for r in table}
+    expected = oracle.congestion(pings, closed_by)
+    assert len(table) == len(got) == len(expected) > 0
+    for key, want in expected.items():
+        assert got[key]["events"] == want["events"], key
+        assert got[key]["avg_speed_kmh"] == pytest.approx(want["avg_speed_kmh"], rel=1e-9), key

@@ -1,0 +1,148 @@
+"""The fleet job's results computed the plain way, in Python over the raw events: the oracle of crash tests.
+
+Written from the job's documented rules (README, docs), not from its code: no Spark, no pipeline
+function, no decode. An event is valid when it is a JSON object whose ``event_id`` and
+``vehicle_id`` are non-blank text, whose ``event_time`` is ISO-8601 text or epoch milliseconds
+not far ahead of its ingest time, and whose speed, latitude and longitude are numbers within
+[0, 400], [-90, 90] and [-180, 180]. Re-sent events count once. Zones: the first row of the zones
+table whose bounds (inclusive) contain the position.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from importlib import resources
+
+#: how far ahead of ingest an event time may be: any allowance between seconds and a day gives the
+#: same verdicts on the generator's data (its far-ahead corruption is two days ahead)
+AHEAD = timedelta(hours=1)
+EPOCH = datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class Ping:
+    event_id: str
+    vehicle_id: str
+    event_time: datetime  # naive UTC
+    speed_kmh: float
+    lat: float
+    lon: float
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _time(value) -> datetime | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return EPOCH + timedelta(milliseconds=value)
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+    return parsed
+
+
+def parse(payload: str | None, ingest: datetime) -> Ping | None:
+    """The valid ping in ``payload``, or None when the job must refuse it (a dead letter)."""
+    try:
+        obj = json.loads(payload) if payload is not None else None
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    ids = [obj.get(k) for k in ("event_id", "vehicle_id")]
+    if not all(isinstance(v, str) and v.strip() for v in ids):
+        return None
+    when, speed, lat, lon = _time(obj.get("event_time")), *(_number(obj.get(k)) for k in ("speed_kmh", "lat", "lon"))
+    if when is None or speed is None or lat is None or lon is None:
+        return None
+    if not (0 <= speed <= 400 and -90 <= lat <= 90 and -180 <= lon <= 180) or when > ingest + AHEAD:
+        return None
+    return Ping(ids[0], ids[1], when, speed, lat, lon)
+
+
+def zones() -> list[dict]:
+    text = resources.files("speedlayer.data").joinpath("zones.csv").read_text()
+    return list(csv.DictReader(text.splitlines()))
+
+
+def zone_of(ping: Ping, table: list[dict]) -> dict:
+    return next(z for z in table if float(z["min_lat"]) <= ping.lat <= float(z["max_lat"])
+                and float(z["min_lon"]) <= ping.lon <= float(z["max_lon"]))
+
+
+def first_copies(pings: list[Ping]) -> list[Ping]:
+    """Each event once (re-sent copies are byte for byte the same in the generator's data)."""
+    seen, kept = set(), []
+    for ping in pings:
+        if ping.event_id not in seen:
+            seen.add(ping.event_id)
+            kept.append(ping)
+    return kept
+
+
+def _window_start(t: datetime, size: timedelta) -> datetime:
+    return EPOCH + ((t - EPOCH) // size) * size
+
+
+def windows(pings: list[Ping], size: timedelta, closed_by: datetime) -> dict[tuple, dict]:
+    """(window_start, window_end, vehicle_id) -> events, avg, max, over-limit count; closed windows only."""
+    table, groups = zones(), {}
+    for p in pings:
+        start = _window_start(p.event_time, size)
+        groups.setdefault((start, start + size, p.vehicle_id), []).append(p)
+    return {key: {"events": len(ps), "avg_speed_kmh": sum(p.speed_kmh for p in ps) / len(ps),
+                  "max_speed_kmh": max(p.speed_kmh for p in ps),
+                  "over_limit_events": sum(p.speed_kmh > float(zone_of(p, table)["speed_limit_kmh"]) for p in ps)}
+            for key, ps in groups.items() if key[1] <= closed_by}
+
+
+def latest_sliding(pings: list[Ping], size: timedelta, slide: timedelta, closed_by: datetime) -> dict[str, dict]:
+    """Per vehicle, its latest closed sliding window: window_end, events, average speed."""
+    groups: dict[tuple, list[Ping]] = {}
+    for p in pings:
+        start = _window_start(p.event_time, slide)
+        while start > p.event_time - size:
+            groups.setdefault((start + size, p.vehicle_id), []).append(p)
+            start -= slide
+    latest: dict[str, dict] = {}
+    for (end, vehicle), ps in groups.items():
+        if end <= closed_by and (vehicle not in latest or end > latest[vehicle]["window_end"]):
+            latest[vehicle] = {"window_end": end, "events": len(ps), "avg_speed_kmh": sum(p.speed_kmh for p in ps) / len(ps)}
+    return latest
+
+
+def alerts(pings: list[Ping]) -> dict[str, float]:
+    """event_id -> excess over the zone's limit, for every ping above it."""
+    table, found = zones(), {}
+    for p in pings:
+        limit = float(zone_of(p, table)["speed_limit_kmh"])
+        if p.speed_kmh > limit:
+            found[p.event_id] = round(p.speed_kmh - limit, 1)
+    return found
+
+
+def congestion(pings: list[Ping], closed_by: datetime) -> dict[tuple, dict]:
+    """(window_start, zone_id) -> events and average speed per zone and minute; closed minutes only."""
+    table, groups = zones(), {}
+    minute = timedelta(minutes=1)
+    for p in pings:
+        start = _window_start(p.event_time, minute)
+        groups.setdefault((start, zone_of(p, table)["zone_id"]), []).append(p)
+    return {key: {"events": len(ps), "avg_speed_kmh": sum(p.speed_kmh for p in ps) / len(ps)}
+            for key, ps in groups.items() if key[0] + minute <= closed_by}
