@@ -115,3 +115,18 @@ def test_a_replayed_batch_whose_range_was_trimmed_reads_the_rest_with_fail_on_da
     batches, error = run(spark, uri, tmp_path / "ck")
     assert error is None
     assert batches == {2: sorted(written[500:])}
+
+
+def test_trimming_only_entries_already_read_is_no_loss(spark, redis_url, tmp_path):
+    """The usual MAXLEN: the entries read so far (the last one too) go, the unread ones stay."""
+    url, stream = redis_url
+    uri = f"{url}?stream={stream}&max_records_per_trigger=40"
+    written = fill(url, stream, 0, 100)
+    assert run(spark, uri, tmp_path / "ck")[1] is None
+    written += fill(url, stream, 100, 100)
+    client = redis.Redis.from_url(url)
+    assert client.xtrim(stream, maxlen=100, approximate=False) == 100  # exactly 0..99, the entries read
+    client.close()
+    batches, error = run(spark, uri, tmp_path / "ck")
+    assert error is None
+    assert sorted(v for b in batches.values() for v in b) == sorted(written[100:])
