@@ -147,6 +147,8 @@ def trimmed_after(key: str, info: StreamInfo | None, last_read: str, seq: int) -
 
     >>> trimmed_after("tv", StreamInfo("9-0", 9, 1, "8-0", "9-0"), "5-0", 5)
     LostRange(key='tv', after='5-0', before='9-0', upto=None, entries=3)
+    >>> trimmed_after("tv", StreamInfo("9-0", 9, 0, "9-0", None), "5-0", 5).message()[:53]  # emptied
+    'Redis stream tv: the entries after 5-0 up to 9-0 (4 e'
     """
     if info is None:
         return None
@@ -154,10 +156,11 @@ def trimmed_after(key: str, info: StreamInfo | None, last_read: str, seq: int) -
         return None  # the head is at or before the last entry read: nothing unread is missing at the head
     if info.first is None and entry_order(info.last) <= entry_order(last_read):
         return None  # empty, and nothing was added after the last entry read
+    upto = None if info.first else info.last
     if info.added < 0:  # before Redis 7: no counts; the head moved past an entry this query read
-        return LostRange(key, last_read, info.first, info.last, -1) if last_read != "0-0" else None
+        return LostRange(key, last_read, info.first, upto, -1) if last_read != "0-0" else None
     gone = info.added - seq - info.length
-    return LostRange(key, last_read, info.first, info.last, gone) if gone > 0 else None
+    return LostRange(key, last_read, info.first, upto, gone) if gone > 0 else None
 
 
 def report_loss(lost: LostRange, fail: bool) -> None:
