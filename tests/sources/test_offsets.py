@@ -169,3 +169,25 @@ def test_socket_offsets_are_unique_within_the_run(spark):
         server.close()
     assert len(rows) == 10 and len(set(batches)) >= 2
     assert_unique(rows)
+
+
+def test_socket_offsets_are_the_same_when_a_batch_is_computed_twice(spark):
+    """A sink that reads its batch twice (a count, then the write) must see one offset per line."""
+    server = PushServer()
+    seen: list[tuple[list, list]] = []
+
+    def twice(df, batch_id):  # noqa: ARG001
+        seen.append((sorted(r.offset for r in df.collect()), sorted(r.offset for r in df.collect())))
+
+    query = open_source(f"socket://127.0.0.1:{server.port}").read_stream(spark).writeStream.foreachBatch(twice).start()
+    try:
+        assert server.accepted.wait(30)
+        server.push([f"line {i}" for i in range(6)])
+        for _ in range(300):  # at most a minute
+            if sum(len(first) for first, _ in seen) >= 6:
+                break
+            query.awaitTermination(0.2)
+    finally:
+        query.stop()
+        server.close()
+    assert all(first == second for first, second in seen)
