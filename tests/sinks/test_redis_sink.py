@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 
 import pytest
 import redis
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from speedlayer.config import RunSettings
 from speedlayer.errors import ConfigError, SinkError
+from speedlayer.runner import Run, plan_run
 from speedlayer.sinks import open_sink
 from tests import servers
 from tests.helpers import batch_output
@@ -70,9 +73,116 @@ def test_a_replayed_or_half_written_batch_adds_no_stream_entry_twice(spark, redi
     write(alerts_frame(spark, 40, first=300), 1)  # batch 1 cut short: its first 40 rows (in key order) went in
     write(alerts_frame(spark, 100, first=300), 1)  # ... and is replayed in full
     entries = stream(url, f"{prefix}:alerts")
-    assert len(entries) == 400 == len({fields["event_id"] for _, fields in entries})
-    assert entries[0][0] == "1-0" and entries[-1][0] == "2-99"
-    assert entries[-1][1]["event_id"] == "e-000399"
+    assert [fields["event_id"] for _, fields in entries] == [f"e-{i:06d}" for i in range(400)]
+
+
+def test_another_writers_entry_between_two_batches_drops_no_batch(spark, redis_url):
+    """The issue: one ``XADD key *`` by another client made every later batch look written already."""
+    url, prefix = redis_url
+    write = open_sink(f"{url}?stream={prefix}:dl").prepare(ALERTS_SCHEMA, target("dead-letters"))
+    write(alerts_frame(spark, 30), 0)
+    other = client(url).xadd(f"{prefix}:dl", {"from": "another client"})  # an id from the clock, far above 2-0
+    write(alerts_frame(spark, 20, first=30), 1)
+    write(alerts_frame(spark, 20, first=30), 1)  # a replay of batch 1 still adds nothing
+    entries = stream(url, f"{prefix}:dl")
+    ours = [fields["event_id"] for _, fields in entries if "event_id" in fields]
+    assert ours == [f"e-{i:06d}" for i in range(50)]  # the oracle: both batches' rows, once each, in order
+    assert [entry_id for entry_id, fields in entries if "from" in fields] == [other]
+    assert entries[30][0] == other  # the other writer's entry lies between batch 0 and batch 1
+
+
+def test_dead_letters_of_two_runs_with_another_writer_between_them_are_all_in_the_stream(spark, redis_url, tmp_path):
+    """End to end: run, another client's ``XADD *``, restart on a new landing file: no batch dropped."""
+    url, prefix = redis_url
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    s = RunSettings(job="fleet", source=f"files://{landing}", trigger="available-now", state_dir=str(tmp_path / "st"),
+                    sinks={"dead-letters": f"{url}?stream={prefix}:dl"})
+    bad = {name: [f"#garbage {name} {i}" for i in range(5)] for name in ("one", "two")}
+    (landing / "one.json").write_text("\n".join(bad["one"]) + "\n")
+    assert Run(spark, plan_run(s)).start_and_wait().stopped_by == "end of input"
+    assert len(stream(url, f"{prefix}:dl")) == 5  # the first run's batch is in
+    client(url).xadd(f"{prefix}:dl", {"from": "another client"})
+    (landing / "two.json").write_text("\n".join(bad["two"]) + "\n")
+    assert Run(spark, plan_run(s)).start_and_wait().stopped_by == "end of input"
+    payloads = [fields.get("payload") for _, fields in stream(url, f"{prefix}:dl")]
+    assert payloads == bad["one"] + [None] + bad["two"]  # the oracle: every bad line once, the other entry between
+
+
+class FailingPipeline:
+    """A redis-py pipeline whose command number ``fail_at`` gets an error reply while the server runs the
+    commands around it, as Redis does with an error inside a pipeline; ``execute`` then raises it."""
+
+    def __init__(self, real, fail_at: int):
+        self.real, self.fail_at = real, fail_at
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def execute(self, raise_on_error: bool = True):
+        stack = self.real.command_stack
+        if len(stack) > self.fail_at:
+            stack[self.fail_at] = (("NO-SUCH-COMMAND",), {})
+        return self.real.execute(raise_on_error)
+
+
+class FailingConnection:
+    def __init__(self, real, fail_at: int):
+        self.real, self.fail_at = real, fail_at
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def pipeline(self, *args, **kwargs):
+        return FailingPipeline(self.real.pipeline(*args, **kwargs), self.fail_at)
+
+
+@dataclass
+class FailingConnector:
+    """The sink's connector, but the first pipeline of every connection fails at command ``fail_at``."""
+
+    inner: object
+    fail_at: int
+
+    @property
+    def what(self):
+        return self.inner.what
+
+    @property
+    def secret(self):
+        return self.inner.secret
+
+    @property
+    def retry_for_s(self):
+        return self.inner.retry_for_s
+
+    def connect(self):
+        return FailingConnection(self.inner.connect(), self.fail_at)
+
+    def write(self, conn, batch, batch_id, first_index):
+        return self.inner.write(conn, batch, batch_id, first_index)
+
+    def transient(self, error):
+        return False
+
+    def close(self, conn):
+        self.inner.close(conn.real)
+
+
+def test_a_batch_failed_half_way_is_replayed_with_every_row_exactly_once(spark, redis_url):
+    url, prefix = redis_url
+    write = open_sink(f"{url}?stream={prefix}:dl").prepare(ALERTS_SCHEMA, target("dead-letters"))
+    write(alerts_frame(spark, 700), 0)
+    healthy = write.connector
+    write.connector = FailingConnector(healthy, fail_at=1)
+    with pytest.raises(SinkError, match="refused the write"):
+        write(alerts_frame(spark, 1200, first=700), 1)
+    written_before_replay = len(stream(url, f"{prefix}:dl"))
+    assert 700 < written_before_replay < 1900  # the failure really came half-way through batch 1
+    write.connector = healthy
+    write(alerts_frame(spark, 1200, first=700), 1)  # the replay
+    ours = [fields["event_id"] for _, fields in stream(url, f"{prefix}:dl")]
+    assert sorted(ours) == [f"e-{i:06d}" for i in range(1900)]  # the oracle: every row of both batches, once
 
 
 def test_a_vehicle_never_moves_back_to_an_older_window(spark, redis_url):

@@ -80,8 +80,21 @@ def test_csv_rows_become_json_payloads_and_bad_rows_dead_letters(spark, tmp_path
         ('{"event_id":"d,1","vehicle_id":"V2","event_time":"2026-11-01T10:00:04Z","lat":"52.6","lon":"13.1"}',
          "missing field 'speed_kmh'"),
     ]
-    # Spark's CSV reader exposes no row position: the offset is the file.
-    assert {r.offset.rsplit("/", 1)[-1] for r in raw.collect()} == {"a.csv"}
+    # the offset is the file and the line (the header is line 1)
+    assert sorted(r.offset.rsplit("/", 1)[-1] for r in raw.collect()) == ["a.csv:2", "a.csv:3", "a.csv:4", "a.csv:5"]
+
+
+def test_a_csv_file_with_another_header_fails_the_query_naming_the_file(spark, tmp_path):
+    landing = tmp_path / "csv"
+    landing.mkdir()
+    (landing / "ok.csv").write_text("\n" + HEADER.upper() + "\na,V1,2026-11-01T10:00:01Z,40.5,52.6,13.1\n")
+    (landing / "bad.csv").write_text("event_id,speed_kmh\na,40\n")
+    query = (open_source(f"files://{landing}?format=csv").read_stream(spark).writeStream.format("memory")
+             .queryName("files_csv_header").option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+    with pytest.raises(Exception, match=f"CSV file file:{landing}/bad.csv has the header 'event_id,speed_kmh', "
+                       f"expected '{HEADER}': fix its first line"):
+        query.awaitTermination(120)
 
 
 def test_parquet_rows_are_read_by_field_name_with_the_files_types(spark, tmp_path):

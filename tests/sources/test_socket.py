@@ -81,7 +81,7 @@ def test_lines_are_decoded_and_bad_ones_become_dead_letters(spark, server):
     finally:
         query.stop()
     assert sorted(r.value for r in rows) == sorted(LINES)
-    assert all(r.key is None and r.offset is None and r.ingest_time is not None for r in rows)
+    assert all(r.key is None and r.offset is not None and r.ingest_time is not None for r in rows)
     decoded = decode(spark.table("socket_raw"), VEHICLE_EVENT)
     assert [(e.event_id, e.speed_kmh) for e in decoded.events.collect()] == [("a", 42.0)]
     assert sorted(r.reason for r in decoded.dead_letters.collect()) == [

@@ -7,14 +7,20 @@ Two layouts, chosen by the output's key:
   script replaces the hash only when the new row's ``window_end`` is at least the stored one, so a
   replayed or late batch can never move a vehicle back to an older window.
 - **Event stream** (outputs keyed by an id, e.g. ``alerts``, ``dead-letters``; or any output with
-  ``stream=KEY``): entries appended to one stream with ids ``<batch id + 1>-<row>``, rows ordered by
-  the key within the batch. Before writing, the writer reads the stream's last id and skips every
-  entry at or below it, so a replayed batch adds nothing and a half-written one is completed.
+  ``stream=KEY``): entries appended to one stream, ids given by Redis (``XADD *``), rows ordered by
+  the key within the batch. A Lua script appends up to 500 rows at a time and, in the same atomic
+  step, records in the hash ``<stream>:committed`` (field ``<job>:<output>``) the batch id and how
+  many of its rows are in (``7:1200``). A replay skips the rows the hash counts, so a batch that
+  failed half-way is completed, a finished one adds nothing, and a call that would leave a gap is
+  refused. The stream may be shared: other writers' entries (``XADD *`` by anyone) and other
+  outputs' rows interleave with ours without hiding any batch.
 
-Why exactly once: both writes are idempotent for a batch Spark replays (same batch id, same rows),
-and Spark replays an unfinished batch after a restart from the checkpoint. The stream must be
-dedicated to this output and this checkpoint: a new run (fresh checkpoint) into a stream that holds
-entries is refused. Values are text: numbers as Spark prints them, timestamps as ISO-8601 UTC
+Why exactly once: both writes are idempotent for a batch Spark replays (same batch id, same rows
+in the same order), and Spark replays an unfinished batch after a restart from the checkpoint.
+The hash ties the stream to this output's checkpoint: a new run (fresh checkpoint) of the same
+job and output into a stream that another run wrote is refused.
+
+Values are text: numbers as Spark prints them, timestamps as ISO-8601 UTC
 (``2026-11-22T10:00:10.000000Z``, fixed width, so they compare as text), booleans ``true``/``false``;
 null fields are left out.
 
@@ -63,6 +69,59 @@ for i = 1, #KEYS do
 end
 return written
 """
+
+#: KEYS: the stream, the hash of committed batches. ARGV: the writer's field in that hash, the batch id,
+#: the index of this call's first row in the batch, maxlen ('' for none), then per row: the number of
+#: field/value pairs and the pairs. Rows the hash counts as written are skipped; a gap is refused.
+STREAM_SCRIPT = """
+local mark = redis.call('HGET', KEYS[2], ARGV[1])
+local batch, row = tonumber(ARGV[2]), tonumber(ARGV[3])
+local done = 0
+if mark then
+  local b, r = string.match(mark, '^(%d+):(%d+)$')
+  if tonumber(b) > batch then return 0 end
+  if tonumber(b) == batch then done = tonumber(r) end
+end
+if row > done then
+  return redis.error_reply('rows ' .. done .. ' to ' .. (row - 1) .. ' of batch ' .. batch .. ' are missing: not written')
+end
+local pos, written = 5, 0
+while pos <= #ARGV do
+  local n = tonumber(ARGV[pos])
+  if row >= done then
+    local cmd = {'XADD', KEYS[1]}
+    if ARGV[4] ~= '' then cmd[#cmd + 1] = 'MAXLEN'; cmd[#cmd + 1] = '~'; cmd[#cmd + 1] = ARGV[4] end
+    cmd[#cmd + 1] = '*'
+    for i = pos + 1, pos + 2 * n do cmd[#cmd + 1] = ARGV[i] end
+    redis.call(unpack(cmd))
+    written = written + 1
+  end
+  row = row + 1
+  pos = pos + 1 + 2 * n
+end
+if row > done then redis.call('HSET', KEYS[2], ARGV[1], batch .. ':' .. row) end
+return written
+"""
+
+
+def committed_key(stream: str) -> str:
+    """The hash that records, per writing output, the last batch appended to ``stream`` and its rows.
+
+    >>> committed_key("fleet:alerts")
+    'fleet:alerts:committed'
+    """
+    return f"{stream}:committed"
+
+
+def rows_in(conn: Any, committed: str, writer: str, batch_id: int) -> int:
+    """How many rows of batch ``batch_id`` the committed hash counts as appended (all: a later batch is in)."""
+    mark = conn.hget(committed, writer)
+    if not mark:
+        return 0
+    batch, _, rows = (mark.decode() if isinstance(mark, bytes) else str(mark)).partition(":")
+    if int(batch) == batch_id:
+        return int(rows)
+    return 2**62 if int(batch) > batch_id else 0
 
 
 class RedisOptions(RetryOptions):
@@ -118,29 +177,6 @@ def _pairs(names: list[str], values: tuple) -> list[str]:
     return pairs
 
 
-def parse_stream_id(raw: Any) -> tuple[int, int]:
-    """``b'5-3'`` -> ``(5, 3)``.
-
-    >>> parse_stream_id(b"5-3")
-    (5, 3)
-    """
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
-    ms, _, seq = text.partition("-")
-    return int(ms), int(seq or 0)
-
-
-def last_stream_id(conn: Any, key: str) -> tuple[int, int]:
-    """The stream's last generated id (kept when entries are trimmed), ``(0, 0)`` when there is none."""
-    import redis
-
-    try:
-        return parse_stream_id(conn.xinfo_stream(key)["last-generated-id"])
-    except redis.ResponseError as exc:
-        if "no such key" in str(exc).lower():
-            return 0, 0
-        raise
-
-
 @dataclass
 class RedisConnector(Connector):
     """Writes record batches as latest-state hashes (``order_field`` set) or as stream entries."""
@@ -151,6 +187,8 @@ class RedisConnector(Connector):
     entity: list[str]
     order_field: str | None = None
     stream: str | None = None
+    #: this output's field in the stream's committed hash (``<job>:<output>``)
+    writer: str = ""
     maxlen: int | None = None
     retry_for_s: float = 120.0
 
@@ -192,16 +230,18 @@ class RedisConnector(Connector):
         pipe.execute()
 
     def _append(self, conn: Any, rows: list[tuple], batch_id: int, first_index: int) -> None:
-        ms = batch_id + 1  # stream ids must be above 0-0
-        last_ms, last_seq = last_stream_id(conn, self.stream)
-        if last_ms > ms:
-            return  # a later batch is in already: this one is complete
-        done = last_seq if last_ms == ms else -1
+        assert self.stream is not None
+        script = conn.register_script(STREAM_SCRIPT)
+        keys = [self.stream, committed_key(self.stream)]
+        # Not sending what is in already (a replay); the script checks again, atomically.
+        skip = min(max(rows_in(conn, keys[1], self.writer, batch_id) - first_index, 0), len(rows))
         pipe = conn.pipeline(transaction=False)
-        for i, row in enumerate(rows, start=first_index):
-            if i > done:
-                pipe.xadd(self.stream, dict(zip(*[iter(_pairs(self.names, row))] * 2)) or {"empty": ""},
-                          id=f"{ms}-{i}", maxlen=self.maxlen, approximate=True)
+        for start in range(skip, len(rows), ROWS_PER_SCRIPT):
+            args: list = [self.writer, batch_id, first_index + start, self.maxlen or ""]
+            for row in rows[start:start + ROWS_PER_SCRIPT]:
+                pairs = _pairs(self.names, row) or ["empty", ""]
+                args += [len(pairs) // 2, *pairs]
+            script(keys=keys, args=args, client=pipe)
         pipe.execute()
 
 
@@ -259,17 +299,20 @@ class RedisSink(Sink):
         if times and self.options.stream is None:
             order = "window_end" if "window_end" in times else times[-1]
             return BatchFunction(RedisConnector(**common, order_field=order))
-        stream = self.options.stream or prefix
+        stream, writer = self.options.stream or prefix, f"{target.job}:{target.output}"
         client = self._client()
         try:
-            if self.fresh_checkpoint and last_stream_id(client, stream) != (0, 0):
-                raise SinkError(f"Redis stream {stream!r} already holds the output of another run: delete it "
-                                f"(DEL {stream}), write to another one with ?stream=KEY, or pass that run's --state-dir")
+            if self.fresh_checkpoint and client.hexists(committed_key(stream), writer):
+                raise SinkError(f"Redis stream {stream!r} already holds the output of another run of {writer}: write to "
+                                f"another one with ?stream=KEY, pass that run's --state-dir, or forget that run with "
+                                f"HDEL {committed_key(stream)} {writer} (and DEL {stream} if its entries must go too)")
         finally:
             client.close()
-        order_by = list(target.key) or names
-        # One partition in key order: entry ids follow the rows, the same on a replay.
-        return BatchFunction(RedisConnector(**common, stream=stream, maxlen=self.options.maxlen),
+        # One partition, in key order with every other sortable column breaking ties: a replay
+        # sees the rows in the same order, so the rows the committed hash counts are the same ones.
+        ties = [f.name for f in schema.fields if f.name not in target.key and not isinstance(f.dataType, T.MapType)]
+        order_by = list(target.key) + ties
+        return BatchFunction(RedisConnector(**common, stream=stream, writer=writer, maxlen=self.options.maxlen),
                              prepare=lambda df: df.repartition(1).sortWithinPartitions(*order_by))
 
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:

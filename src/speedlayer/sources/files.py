@@ -9,15 +9,16 @@ them all the same way and a bad row becomes a dead letter instead of failing the
 - ``csv``: a header row with the wire-format field names (``event_id,vehicle_id,event_time,
   speed_kmh,lat,lon``), in that order; every field is read as text and the row becomes
   ``to_json(struct(...))``. A row with too few or too many fields keeps its raw line as payload.
-  A file whose header differs fails the query with Spark's message naming the file.
+  A file whose header differs fails the query with a message naming the file. Files are read
+  whole by one task each, like ``json``.
 - ``parquet``: the event fields by name (other columns are ignored, a missing one is a dead
   letter). Column types are those of the oldest file present at start (the wire types — strings,
   doubles, timestamps or epoch ms — when the directory is empty); later files must use the same
   types. Timestamps must be in ms or µs (pandas: ``to_parquet(..., coerce_timestamps="us")``).
 
-``offset`` is ``<file path>:<n>``: the line number (json) or row number (parquet), counting from 1.
-Spark's CSV reader exposes no row position, so a csv offset is the file path alone and is not
-unique per row. ``ingest_time`` is the file's modification time; new files are taken in order of
+``offset`` is ``<file path>:<n>``: the line number in the file (json, text, csv: the header is
+line 1) or the row number (parquet), counting from 1; unique per row and the same when a batch is
+read again. ``ingest_time`` is the file's modification time; new files are taken in order of
 modification time (``latest_first=true`` reverses it).
 
 Options (Spark's camelCase spellings work too): ``max_files_per_trigger``, ``latest_first``,
@@ -53,8 +54,22 @@ class FilesOptions(BaseModel):
     source_archive_dir: str | None = None
 
 
-def _payload(names: list[str]) -> Column:
-    return F.to_json(F.struct(*(F.col(n) for n in names)))
+def _payload(columns: list[str], names: list[str] | None = None) -> Column:
+    return F.to_json(F.struct(*(F.col(c).alias(n) for c, n in zip(columns, names or columns))))
+
+
+def _header_problem(files: DataFrame, names: list[str], text_schema: str, options: dict[str, str]) -> DataFrame:
+    """``files`` plus ``header_problem``: NULL when a file's header (its line ``header_at``) names the
+    fields in order (any case), else the one-line message naming the file."""
+    header = F.try_element_at("lines", F.col("header_at").cast("int"))
+    files = files.select("*", header.alias("header"), F.from_csv(header, text_schema, options).alias("parsed"))
+    same = F.col(f"parsed.{_CORRUPT}").isNull()
+    for name in names:
+        same = same & (F.lower(F.col(f"parsed.{name}")) == name.lower())
+    message = F.concat(F.lit("CSV file "), F.col("_metadata.file_path"), F.lit(" has the header '"), F.col("header"),
+                       F.lit(f"', expected '{','.join(names)}': fix its first line"))
+    problem = F.when(F.col("header").isNull() | same, F.lit(None).cast("string")).otherwise(message)
+    return files.select("_metadata", "lines", "header_at", problem.alias("header_problem"))
 
 
 def _inside(path: Path, other: Path) -> bool:
@@ -132,14 +147,25 @@ class FilesSource(Source):
             "value", "_metadata", F.concat_ws(":", "_metadata.file_path", (F.col("pos") + 1).cast("string")).alias("offset"))
 
     def _csv_rows(self, spark: SparkSession, reader: Any) -> DataFrame:
+        # Read like JSON lines (whole files, numbered lines), so every row's offset is its line;
+        # Spark's CSV reader exposes no row position. Blank lines are skipped, as Spark's reader does.
         names = [f.name for f in self.event_schema.fields]
-        text_schema = T.StructType([T.StructField(n, T.StringType()) for n in names + [_CORRUPT]])
-        df = (reader.format("csv").schema(text_schema)
-              .options(header="true", enforceSchema="false", mode="PERMISSIVE", columnNameOfCorruptRecord=_CORRUPT)
-              .load(str(self.path)))
-        # A row with the wrong number of fields keeps its raw line; Spark's CSV reader has no row position.
-        value = F.coalesce(F.col(_CORRUPT), _payload(names))
-        return df.select(value.alias("value"), "_metadata", F.col("_metadata.file_path").alias("offset"))
+        text_schema = T.StructType([T.StructField(n, T.StringType()) for n in names + [_CORRUPT]]).simpleString()
+        csv_options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+        files = reader.format("text").option("wholetext", "true").load(str(self.path))
+        files = files.select("_metadata", F.split("value", r"\r?\n").alias("lines"))
+        header_at = F.array_position(F.transform("lines", lambda text: F.trim(text) != ""), True)
+        files = files.select("_metadata", "lines", header_at.alias("header_at"))
+        files = _header_problem(files, names, text_schema, csv_options)
+        lines = files.select("_metadata", "header_at", "header_problem", F.posexplode("lines").alias("pos", "line"))
+        lines = lines.where((F.col("pos") + 1 > F.col("header_at")) & (F.trim("line") != ""))
+        fields = F.from_csv(F.col("line"), text_schema, csv_options).alias("fields")
+        rows = lines.select("_metadata", "pos", "line", "header_problem", fields)
+        # A row with the wrong number of fields keeps its raw line.
+        value = F.coalesce(F.col(f"fields.{_CORRUPT}"), _payload([f"fields.{n}" for n in names], names))
+        value = F.when(F.col("header_problem").isNull(), value).otherwise(F.raise_error(F.col("header_problem")))
+        offset = F.concat_ws(":", "_metadata.file_path", (F.col("pos") + 1).cast("string"))
+        return rows.select(value.alias("value"), "_metadata", offset.alias("offset"))
 
     def _parquet_rows(self, spark: SparkSession, reader: Any) -> DataFrame:
         df = reader.format("parquet").schema(self._parquet_schema(spark)).load(str(self.path))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import json
 from contextlib import contextmanager
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -19,115 +19,23 @@ from pyspark.sql.types import StructType
 
 from speedlayer.schemas import RAW_SCHEMA
 from speedlayer.sources.redis_location import RedisLocation
+from speedlayer.sources.redis_offsets import (  # noqa: F401 — re-exported for redis_streams
+    Advancer, LostRange, StreamInfo, entry_order, report_loss, stream_infos, trimmed_after, untouched_since,
+)
 
 FORMAT = "speedlayer_redis_streams"
 #: offset entry counting the empty batches after ``max_events`` was reached (not a stream key)
 IDLE = "_idle_batches"
-
-#: Walks ``(start, stop]`` of one key in pages and returns the last id and the number of entries,
-#: at most ARGV[3]: the end of a bounded batch without shipping the entries to the driver.
-ADVANCE_LUA = """
-local last, want, got = ARGV[1], tonumber(ARGV[3]), 0
-while got < want do
-  local page = math.min(want - got, 10000)
-  local r = redis.call('XRANGE', KEYS[1], '(' .. last, ARGV[2], 'COUNT', page)
-  if #r == 0 then break end
-  last = r[#r][1]
-  got = got + #r
-  if #r < page then break end
-end
-return {last, got}
-"""
-
-
-def entry_order(text: str) -> tuple[int, int]:
-    """A stream entry id as a sortable pair.
-
-    >>> entry_order("1700000000000-12") > entry_order("1700000000000-9")
-    True
-    """
-    ms, _, seq = str(text).partition("-")
-    return int(ms), int(seq or 0)
-
-
-class StreamInfo(NamedTuple):
-    """What XINFO STREAM says about one key (``added`` and ``deleted`` need Redis 7; -1 / None before)."""
-
-    last: str  # last generated id
-    added: int  # entries ever added: the position (seq) of ``last``
-    length: int  # entries now in the stream
-    deleted: str | None  # the highest id ever deleted (XDEL, trimming), "0-0" if none
-
-
-def stream_infos(client, keys: list[str] | tuple[str, ...]) -> dict[str, StreamInfo | None]:
-    """XINFO STREAM of every key in one round trip; None for a key that does not exist."""
-    import redis
-
-    pipe = client.pipeline(transaction=False)
-    for key in keys:
-        pipe.xinfo_stream(key)
-    infos: dict[str, StreamInfo | None] = {}
-    for key, info in zip(keys, pipe.execute(raise_on_error=False)):
-        if isinstance(info, redis.exceptions.ResponseError) and "no such key" in str(info).lower():
-            infos[key] = None
-        elif isinstance(info, Exception):
-            raise info
-        else:
-            added = info.get("entries-added")
-            infos[key] = StreamInfo(info["last-generated-id"], int(added) if added is not None else -1,
-                                    int(info["length"]), info.get("max-deleted-entry-id"))
-    return infos
-
-
-def untouched_since(info: StreamInfo, entry_id: str) -> bool:
-    """Whether nothing after ``entry_id`` was deleted, so ``seq`` differences count entries exactly."""
-    return info.added >= 0 and info.deleted is not None and entry_order(info.deleted) <= entry_order(entry_id)
-
-
-class Advancer:
-    """Finds the end id of a bounded batch on the server (a Lua script), or client-side if scripts are refused."""
-
-    def __init__(self, client):
-        self.client = client
-        self.script = client.register_script(ADVANCE_LUA)
-        self.use_script = True
-
-    def __call__(self, key: str, start: str, stop: str, want: int) -> tuple[str, int]:
-        if want <= 0:
-            return start, 0
-        if self.use_script:
-            import redis
-
-            try:
-                last, got = self.script(keys=[key], args=[start, stop, want])
-                return str(last), int(got)
-            except redis.exceptions.ResponseError as exc:
-                # redis-py strips the NOPERM prefix: a user without script permission is its own class.
-                refused = isinstance(exc, redis.exceptions.NoPermissionError)
-                if not refused and "script" not in str(exc).lower() and "noperm" not in str(exc).lower():
-                    raise
-                self.use_script = False
-        last, got = start, 0
-        while got < want:
-            size = min(want - got, 10_000)
-            page = self.client.xrange(key, f"({last}", stop, count=size)
-            if not page:
-                break
-            last, got = page[-1][0], got + len(page)
-            if len(page) < size:
-                break
-        return last, got
-
 
 def _entry(entry_id: str, seq: int, read: int) -> dict[str, Any]:
     return {"id": entry_id, "seq": seq, "read": read}
 
 
 class KeyRange(InputPartition):
-    """Entries of ``key`` with ``start < id <= end``."""
+    """Entries of ``key`` with ``start < id <= end``; ``expected``: how many it held when it was planned."""
 
-    def __init__(self, key: str, start: str, end: str):
-        self.key, self.start, self.end = key, start, end
+    def __init__(self, key: str, start: str, end: str, expected: int | None = None):
+        self.key, self.start, self.end, self.expected = key, start, end, expected
 
     def __repr__(self) -> str:
         return f"KeyRange({self.key} ({self.start} .. {self.end}])"
@@ -162,6 +70,24 @@ def read_range(spec: dict[str, Any], password: str | None, part: KeyRange) -> It
                 return
     finally:
         client.close()
+
+
+def checked_range(spec: dict[str, Any], password: str | None, part: KeyRange) -> Iterator:
+    """``read_range``, then a check that the range held what it held when planned.
+
+    Entries in a planned range can only disappear (new ids come after it): fewer entries than
+    planned means some were deleted since, and a replay would read less than the first attempt.
+    """
+    read, first = 0, None
+    for batch in read_range(spec, password, part):
+        if first is None and batch.num_rows:
+            first = batch.column(2)[0].as_py().rpartition("/")[2]
+        read += batch.num_rows
+        yield batch
+    if part.expected is not None and read < part.expected:
+        upto = None if first else part.end
+        report_loss(LostRange(part.key, part.start, first, upto, part.expected - read),
+                    bool(spec.get("fail_on_data_loss", True)))
 
 
 @contextmanager
@@ -289,8 +215,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         XINFO; otherwise the Lua walker counts entries on the server.
         """
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        infos = self._targets if self._targets is not None else self._infos()
-        end = {key: dict(self._start_of(start, key)) for key in self.keys}
+        current = self._infos()
+        infos = self._targets if self._targets is not None else current
+        end = {key: self._continued(start, key, current.get(key)) for key in self.keys}
         if budget is None and self.quotas is None:
             for key in self.keys:
                 self._take(end, key, infos.get(key), None)
@@ -323,6 +250,18 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             budget -= advance(key, budget)
         return self._idle_tick(start, end)
 
+    def _continued(self, start: dict, key: str, info: StreamInfo | None) -> dict[str, Any]:
+        """Where the next batch of ``key`` starts: the end of the last one, past a range trimmed
+        before it was read (which fails the query unless ``fail_on_data_loss=false``)."""
+        entry = {name: value for name, value in self._start_of(start, key).items() if name != "skipped"}
+        lost = trimmed_after(key, info, entry["id"], entry["seq"]) if key in start else None
+        if lost is not None:
+            report_loss(lost, bool(self.spec.get("fail_on_data_loss", True)))
+            # Counted as read past, so the next batch's positions stay exact; the checkpoint keeps the range.
+            entry["seq"] += max(lost.entries, 0)
+            entry["skipped"] = lost.as_offset()
+        return entry
+
     def _idle_tick(self, start: dict, end: dict) -> dict:
         """Once ``max_events`` is read, keep batches coming (empty ones), as the generator's source does.
 
@@ -340,35 +279,42 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     def _take(self, end: dict, key: str, info: StreamInfo | None, want: int | None) -> int:
-        """Move ``end[key]`` forward by at most ``want`` entries (None: all), never past ``info.last``."""
+        """Move ``end[key]`` forward by at most ``want`` entries (None: all), never past ``info.last``.
+
+        ``seq`` moves by exactly the number of entries taken (the executors check that count): from
+        XINFO's counts only when nothing after the start was deleted, else counted by the walker.
+        """
         e = end[key]
         if info is None or (want is not None and want <= 0) or entry_order(info.last) <= entry_order(e["id"]):
             return 0
         rest = info.added - e["seq"]
-        if want is None and info.added >= 0:
+        if want is None and info.added >= 0 and untouched_since(info, e["id"]):
             # everything: counted from seq (exact unless entries were deleted meanwhile)
-            end[key] = _entry(info.last, info.added, e["read"] + max(rest, 0))
+            e.update(_entry(info.last, info.added, e["read"] + max(rest, 0)))
             return max(rest, 0)
         if want is not None and 0 <= rest <= want and untouched_since(info, e["id"]):
-            end[key] = _entry(info.last, info.added, e["read"] + rest)
+            e.update(_entry(info.last, info.added, e["read"] + rest))
             return rest
         self._redis()
         assert self._advancer is not None
         last, got = self._advancer(key, e["id"], info.last, want if want is not None else 2**62)
         if got:
-            end[key] = _entry(last, e["seq"] + got, e["read"] + got)
+            e.update(_entry(last, e["seq"] + got, e["read"] + got))
         return got
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         parts: list[InputPartition] = []
         for key in self.keys:
-            first, last = self._start_of(start, key)["id"], end.get(key, {}).get("id")
+            begin, finish = self._start_of(start, key), end.get(key, {})
+            first, last = begin["id"], finish.get("id")
             if last is not None and entry_order(last) > entry_order(first):
-                parts.append(KeyRange(key, first, last))
+                # entries planned into this range: its positions' difference (exact, see _take), less a skipped range
+                skipped = max(int(finish.get("skipped", {}).get("entries", 0)), 0)
+                parts.append(KeyRange(key, first, last, int(finish["seq"]) - int(begin["seq"]) - skipped))
         return parts
 
     def read(self, partition: KeyRange) -> Iterator:  # type: ignore[override]
-        return read_range(self.spec, self.password, partition)
+        return checked_range(self.spec, self.password, partition)
 
     def commit(self, end: dict) -> None:
         pass

@@ -13,7 +13,14 @@ offset = ``<key>/<entry id>``, ingest_time = the entry id's milliseconds).
 
 Options (Spark's camelCase spellings work too): ``stream`` (vehicles), ``shards``,
 ``starting_offsets`` (earliest | latest), ``max_records_per_trigger`` (spread over the keys),
-``fetch_size`` (10000).
+``fetch_size`` (10000), ``fail_on_data_loss`` (true).
+
+Entries deleted before the query read them (``XTRIM``, ``MAXLEN`` on the producer, ``XDEL``) fail
+the query with a message naming the lost range, like Kafka's ``failOnDataLoss``: when the stream's
+first entry is newer than the last entry read and entries were added in between, and when a
+planned range (a replayed batch too) holds fewer entries than it held when planned. With
+``fail_on_data_loss=false`` the range is logged as a warning and skipped; the offsets log keeps it
+(``skipped``) with the batch that skipped it. Entries deleted before the query started are not a loss.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ class RedisStreamsOptions(BaseModel):
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_records_per_trigger: int | None = Field(None, gt=0, description="entries per micro-batch, over all keys")
     fetch_size: int = Field(10_000, gt=0, le=1_000_000, description="entries per XRANGE call on the executors")
+    fail_on_data_loss: bool = Field(True, description="fail when entries were deleted before they were read; "
+                                    "false: log the lost range as a warning and go on")
 
 
 def parse_redis_options(uri: Uri) -> RedisStreamsOptions:
@@ -122,7 +131,8 @@ class RedisStreamsSource(Source):
         loc, o = self.location, self.options
         return {"host": loc.host, "port": loc.port, "db": loc.db, "username": loc.username, "keys": list(loc.keys),
                 "starting": o.starting_offsets, "max_per_trigger": o.max_records_per_trigger,
-                "fetch_size": o.fetch_size, "latest_ids": self.latest_ids, **extra}
+                "fetch_size": o.fetch_size, "fail_on_data_loss": o.fail_on_data_loss, "latest_ids": self.latest_ids,
+                **extra}
 
     def _load(self, reader, spec: dict[str, Any]) -> DataFrame:
         reader = reader.format(FORMAT).option("spec", json.dumps(spec))

@@ -1,7 +1,10 @@
 """``socket://host:port`` — text lines from a TCP server (Spark's ``socket`` source), for demos and tests.
 
-Each line is one payload (``value``); ``ingest_time`` is when Spark received the line, ``key`` and
-``offset`` are empty. It is **not fault-tolerant**: Spark keeps received lines in driver memory
+Each line is one payload (``value``); ``ingest_time`` is when Spark received the line, ``key`` is
+empty. ``offset`` is a random UUID that Spark's ``uuid()`` gives each line as its micro-batch reads
+it: unique within the run (dead letters keyed by it never overwrite each other), but not a
+position: Spark's socket source exposes none, and a batch cannot be replayed anyway. It is **not
+fault-tolerant**: Spark keeps received lines in driver memory
 only, so lines not yet processed are lost on a failure or restart, and a restart cannot replay
 anything. Every output of a job is its own query with its own connection, so the server must
 send every line to each connection (``nc -lk`` serves one connection at a time: select one output).
@@ -73,6 +76,7 @@ class SocketSource(Source):
         return lines.select(
             F.col("value"),
             F.lit(None).cast("string").alias("key"),
-            F.lit(None).cast("string").alias("offset"),
+            # Re-seeded every micro-batch by Spark, and the same if one batch's rows are computed twice.
+            F.expr("uuid()").alias("offset"),
             F.col("timestamp").alias("ingest_time"),
         )
