@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlencode
 
+from speedlayer.checkpoints import check_intact
 from speedlayer.config import RunSettings
 from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
@@ -329,6 +330,7 @@ def prepare_state(plan: RunPlan) -> None:
         source.check()
     _pin_inputs(plan, run_state)
     for query in plan.queries:
+        check_intact(query.checkpoint, query.output.name)
         query.sink.check(query.output.name, query.fresh)
     plan.state_dir.mkdir(parents=True, exist_ok=True)
     write_manifest(plan.state_dir, {"job": plan.job.name, "settings": settings, "run_state": run_state})

@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any, Iterable
 
+from speedlayer.checkpoints import damaged_log
 from speedlayer.errors import QueryFailedError
 from speedlayer.sinks.batches import sink_error_message
 
@@ -27,6 +28,9 @@ def first_line(error: BaseException) -> str:
     if ours:
         return ours
     text = getattr(error, "desc", None) or str(error)
+    damaged = damaged_log(str(text))
+    if damaged:
+        return damaged
     for line in str(text).splitlines():
         if line.strip():
             return line.strip()[:400]

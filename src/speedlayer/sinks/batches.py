@@ -15,6 +15,7 @@ was partly applied is safe, and so is Spark replaying the whole batch after a re
 from __future__ import annotations
 
 import importlib
+import re
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -33,7 +34,7 @@ T = TypeVar("T")
 
 #: first pause after a transient failure, and the longest one (seconds)
 FIRST_PAUSE_S, MAX_PAUSE_S = 0.5, 10.0
-_ERROR_MARK = "speedlayer.errors.SinkError: "
+_ERROR_LINE = re.compile(r"speedlayer\.errors\.\w+: ([^\n]+)")
 
 
 def require(module: str, extra: str, what: str) -> Any:
@@ -227,13 +228,13 @@ def interrupted(error: BaseException) -> bool:
 
 
 def sink_error_message(error: BaseException) -> str | None:
-    """The message of a SinkError raised in a Python worker, found in Spark's wrapped error text.
+    """The message of a speedlayer error raised in a Python worker (a sink's writer, a source's
+    reader), found in Spark's wrapped error text: the last one, which is the cause.
 
     >>> sink_error_message(RuntimeError("Traceback ...\\nspeedlayer.errors.SinkError: lost X for 3s\\n at ..."))
     'lost X for 3s'
+    >>> sink_error_message(RuntimeError("... speedlayer.errors.SourceError: entries were deleted\\n ..."))
+    'entries were deleted'
     """
-    text = str(error)
-    at = text.rfind(_ERROR_MARK)
-    if at < 0:
-        return None
-    return text[at + len(_ERROR_MARK):].splitlines()[0].strip()
+    found = _ERROR_LINE.findall(str(error))
+    return found[-1].strip() if found else None
