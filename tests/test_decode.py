@@ -44,6 +44,13 @@ def test_numeric_event_time_is_epoch_milliseconds(spark):
     (GOOD.replace("2026-11-22T10:00:03", "2026-11-25T10:00:03"), "field 'event_time' is more than 1s ahead of ingest time"),
     (GOOD.replace("2026-11-22T10:00:03.250Z", "0001-01-01T00:00:00Z"), "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),
     (GOOD.replace('"2026-11-22T10:00:03.250Z"', "0"), "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),
+    # epoch milliseconds past what a Spark timestamp holds (they failed the whole batch: DATETIME_OVERFLOW)
+    (GOOD.replace('"2026-11-22T10:00:03.250Z"', "10000000000000000"),
+     "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
+    (GOOD.replace('"2026-11-22T10:00:03.250Z"', '"-9223372036854775808"'),
+     "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
+    (GOOD.replace("2026-11-22T10:00:03.250Z", "+294247-01-10T04:00:54Z"),
+     "field 'event_time' is not before 2262-01-01T00:00:00Z: a clock gone wrong"),
     (GOOD.replace("2026-11-22T10:00:03.250Z", "yesterday"), "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
 ])
 def test_each_kind_of_bad_payload_is_a_dead_letter_with_its_reason(spark, payload, reason):
@@ -137,3 +144,14 @@ def test_the_allowance_is_the_schemas_and_a_bad_ingest_time_refuses_only_its_eve
     assert sorted((d.offset, d.reason) for d in decoded.dead_letters.collect()) == [
         ("1", "field 'event_time' cannot be checked: the source gave no ingest time"),
         ("2", "field 'event_time' is not before 2262-01-01T00:00:00Z: a clock gone wrong")]
+
+
+def test_an_ingest_time_at_the_end_of_spark_time_fails_no_batch(spark):
+    # the ahead check adds the allowance to the ingest time: at Spark's last microsecond that overflowed
+    from pyspark.sql import functions as F
+
+    frame = raw(spark, GOOD, GOOD.replace("87.5", '"87.5"')).withColumn("ingest_time", F.timestamp_micros(F.lit(2**63 - 1)))
+    decoded = decode(frame, VEHICLE_EVENT)
+    # the fast path and the text path; each event's own time is sane, so it passes
+    assert [e.event_id for e in decoded.events.select("event_id").collect()] == ["e-1", "e-1"]
+    assert decoded.dead_letters.select("reason").count() == 0

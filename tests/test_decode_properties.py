@@ -38,7 +38,8 @@ times = st.one_of(
     st.integers(-5000, 5000).map(lambda ms: (INGEST + timedelta(milliseconds=ms)).isoformat() + "Z"),  # near ingest
     st.sampled_from(["0001-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "1980-01-06T00:00:00Z", "2000-01-01T00:00:00Z",
                      "2262-04-11T23:47:16Z", "9999-12-31T23:59:59Z", "2026-02-30T10:00:00Z", "2026-11-22T10:00:05+14:00",
-                     "1795341605000", "-62135596800000", "", " ", "NaN", "yesterday"]),
+                     "1795341605000", "-62135596800000", "", " ", "NaN", "yesterday", "+294247-01-10T04:00:54Z"]),
+    st.sampled_from([10**16, 2**63 - 1, -(2**63), 9_223_372_036_854_775, 9_223_372_036_854_776]),  # past Spark's timestamps
 )
 scalars = st.one_of(st.none(), st.booleans(), numbers, st.text(max_size=12), times)
 any_json = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),

@@ -17,6 +17,8 @@ from speedlayer.durations import format_duration
 from speedlayer.schemas import LATEST_MS, EventSchema, Field
 
 _CORRUPT = "_corrupt_record"
+#: the epoch milliseconds a Spark timestamp (microseconds in a long) holds
+_MAX_MILLIS = (2**63 - 1) // 1000
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,9 @@ def _typed(field: Field, text: Column) -> Column:
         # catches inside). The pattern itself is ~6% of a fleet batch, so text with a '-' after a
         # four-digit year (which the pattern can never match) skips it.
         as_timestamp = text.try_cast("timestamp")
-        millis = F.when(text.rlike(r"^-?\d+$"), F.timestamp_millis(text.try_cast("long")))
+        number = text.try_cast("long")
+        # past what a timestamp holds (about year 294247), timestamp_millis fails the whole batch
+        millis = F.when(text.rlike(r"^-?\d+$") & number.between(-_MAX_MILLIS, _MAX_MILLIS), F.timestamp_millis(number))
         return F.when(F.substring(text, 5, 1) == "-", as_timestamp).otherwise(F.coalesce(millis, as_timestamp))
     value = text.try_cast(field.kind)
     if field.kind == "double":
@@ -79,7 +83,11 @@ def too_far_ahead(event_time: Column, ingest_time: Column, schema: EventSchema) 
 
     >>> events.where(too_far_ahead(F.col("event_time"), F.col("ingest_time"), VEHICLE_EVENT))  # doctest: +SKIP
     """
-    return F.unix_micros(event_time) > F.unix_micros(ingest_time) + F.lit(schema.max_ahead_ms * 1000)
+    # an ingest time past LATEST_MS decides nothing more (later event times are refused anyway), and
+    # capped there the sum cannot overflow (ANSI mode would fail the batch); not ``least``, which skips a null
+    micros, latest = F.unix_micros(ingest_time), F.lit(LATEST_MS * 1000)
+    ingest = F.when(micros > latest, latest).otherwise(micros)
+    return F.unix_micros(event_time) > ingest + F.lit(schema.max_ahead_ms * 1000)
 
 
 def time_accepted(event_time: Column, ingest_time: Column, schema: EventSchema) -> Column:
@@ -106,9 +114,9 @@ def time_reason(event_time: Column, ingest_time: Column, schema: EventSchema, su
         F.when(ingest_time.isNull(), F.lit(f"{subject} cannot be checked: the source gave no ingest time")),
         F.when(micros < F.lit(schema.earliest_ms * 1000),
                F.lit(f"{subject} is before {_iso(schema.earliest_ms)}: a reset clock")),
+        F.when(micros >= F.lit(LATEST_MS * 1000), F.lit(f"{subject} is not before {_iso(LATEST_MS)}: a clock gone wrong")),
         F.when(too_far_ahead(event_time, ingest_time, schema),
                F.lit(f"{subject} is more than {format_duration(schema.max_ahead_ms)} ahead of ingest time")),
-        F.when(micros >= F.lit(LATEST_MS * 1000), F.lit(f"{subject} is not before {_iso(LATEST_MS)}: a clock gone wrong")),
     )
 
 
