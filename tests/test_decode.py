@@ -1,5 +1,6 @@
 """decode: typed events out, every refused payload a dead letter with its reason; no rows of nulls."""
 
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -40,7 +41,16 @@ def test_numeric_event_time_is_epoch_milliseconds(spark):
     (GOOD.replace("87.5", "999.9"), "field 'speed_kmh' is outside [0, 400]"),
     (GOOD.replace("52.52", "123.4"), "field 'lat' is outside [-90, 90]"),
     (GOOD.replace("13.405", "-181"), "field 'lon' is outside [-180, 180]"),
-    (GOOD.replace("2026-11-22T10:00:03", "2026-11-25T10:00:03"), "field 'event_time' is more than 3600s ahead of ingest time"),
+    (GOOD.replace("2026-11-22T10:00:03", "2026-11-25T10:00:03"), "field 'event_time' is more than 1s ahead of ingest time"),
+    (GOOD.replace("2026-11-22T10:00:03.250Z", "0001-01-01T00:00:00Z"), "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),
+    (GOOD.replace('"2026-11-22T10:00:03.250Z"', "0"), "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),
+    # epoch milliseconds past what a Spark timestamp holds (they failed the whole batch: DATETIME_OVERFLOW)
+    (GOOD.replace('"2026-11-22T10:00:03.250Z"', "10000000000000000"),
+     "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
+    (GOOD.replace('"2026-11-22T10:00:03.250Z"', '"-9223372036854775808"'),
+     "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
+    (GOOD.replace("2026-11-22T10:00:03.250Z", "+294247-01-10T04:00:54Z"),
+     "field 'event_time' is not before 2262-01-01T00:00:00Z: a clock gone wrong"),
     (GOOD.replace("2026-11-22T10:00:03.250Z", "yesterday"), "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
 ])
 def test_each_kind_of_bad_payload_is_a_dead_letter_with_its_reason(spark, payload, reason):
@@ -64,7 +74,7 @@ def test_good_and_bad_are_split_without_loss(spark):
     ('" 2026-11-22T10:00:03Z"', datetime(2026, 11, 22, 10, 0, 3)),             # leading space
     ("1795341603250", datetime(2026, 11, 22, 10, 0, 3, 250000)),               # epoch milliseconds
     ('"1795341603250"', datetime(2026, 11, 22, 10, 0, 3, 250000)),             # ... sent as a string
-    ("-1000", datetime(1969, 12, 31, 23, 59, 59)),                              # before 1970
+    ("946684800000", datetime(2000, 1, 1)),                                     # the earliest accepted
 ])
 def test_event_time_forms(spark, text, expected):
     [event] = decode(raw(spark, GOOD.replace('"2026-11-22T10:00:03.250Z"', text)), VEHICLE_EVENT).events.collect()
@@ -97,10 +107,10 @@ def test_values_a_typed_parse_would_take_are_still_refused(spark, edit, reason):
 
 
 @pytest.mark.parametrize("event_time,accepted", [
-    ("2026-11-22T11:00:05.000Z", True),    # exactly max_ahead (1 h) after ingest time
-    ("2026-11-22T11:00:05.001Z", False),   # a millisecond more
-    ("1795345205000", True),               # the same two as epoch milliseconds
-    ("1795345205001", False),
+    ("2026-11-22T10:00:06.000Z", True),    # exactly max_ahead (1 s by default) after ingest time
+    ("2026-11-22T10:00:06.001Z", False),   # a millisecond more
+    ("1795341606000", True),               # the same two as epoch milliseconds
+    ("1795341606001", False),
 ])
 @pytest.mark.parametrize("speed", ["87.5", '"87.5"'])  # the typed parse, and the text path
 def test_event_time_ahead_of_ingest_time_boundary(spark, event_time, accepted, speed):
@@ -109,4 +119,39 @@ def test_event_time_ahead_of_ingest_time_boundary(spark, event_time, accepted, s
     decoded = decode(raw(spark, payload), VEHICLE_EVENT)
     assert decoded.events.count() == (1 if accepted else 0)
     assert [d.reason for d in decoded.dead_letters.collect()] == (
-        [] if accepted else ["field 'event_time' is more than 3600s ahead of ingest time"])
+        [] if accepted else ["field 'event_time' is more than 1s ahead of ingest time"])
+
+
+@pytest.mark.parametrize("event_time,reason", [
+    ("1999-12-31T23:59:59.999Z", "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),
+    ("1980-01-06T00:00:00Z", "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),  # the GPS epoch
+    ("2000-01-01T00:00:00Z", None),
+])
+@pytest.mark.parametrize("speed", ["87.5", '"87.5"'])  # the typed parse, and the text path
+def test_event_times_before_2000_are_a_reset_clock(spark, event_time, reason, speed):
+    decoded = decode(raw(spark, GOOD.replace("2026-11-22T10:00:03.250Z", event_time).replace("87.5", speed)), VEHICLE_EVENT)
+    assert [d.reason for d in decoded.dead_letters.collect()] == ([reason] if reason else [])
+    assert decoded.events.count() == (0 if reason else 1)
+
+
+def test_the_allowance_is_the_schemas_and_a_bad_ingest_time_refuses_only_its_event(spark):
+    hour_ahead = GOOD.replace("2026-11-22T10:00:03", "2026-11-22T11:00:03")
+    far = GOOD.replace("2026-11-22T10:00:03.250Z", "9999-12-31T00:00:00Z")
+    rows = [(hour_ahead, None, "0", INGEST), (GOOD, None, "1", None), (far, None, "2", datetime(9999, 12, 31, 1)),
+            (GOOD, None, "3", INGEST)]
+    decoded = decode(spark.createDataFrame(rows, RAW_SCHEMA), replace(VEHICLE_EVENT, max_ahead_ms=3_600_000))
+    assert sorted(e.event_id for e in decoded.events.collect()) == ["e-1", "e-1"]  # an hour ahead is allowed here
+    assert sorted((d.offset, d.reason) for d in decoded.dead_letters.collect()) == [
+        ("1", "field 'event_time' cannot be checked: the source gave no ingest time"),
+        ("2", "field 'event_time' is not before 2262-01-01T00:00:00Z: a clock gone wrong")]
+
+
+def test_an_ingest_time_at_the_end_of_spark_time_fails_no_batch(spark):
+    # the ahead check adds the allowance to the ingest time: at Spark's last microsecond that overflowed
+    from pyspark.sql import functions as F
+
+    frame = raw(spark, GOOD, GOOD.replace("87.5", '"87.5"')).withColumn("ingest_time", F.timestamp_micros(F.lit(2**63 - 1)))
+    decoded = decode(frame, VEHICLE_EVENT)
+    # the fast path and the text path; each event's own time is sane, so it passes
+    assert [e.event_id for e in decoded.events.select("event_id").collect()] == ["e-1", "e-1"]
+    assert decoded.dead_letters.select("reason").count() == 0

@@ -50,6 +50,7 @@ def run_command(
     trigger: Optional[str] = typer.Option(None, "--trigger", help="processing:5s | available-now | once | continuous:1s | realtime:5min (Kafka)"),
     output_mode: Optional[List[str]] = typer.Option(None, "--output-mode", help="MODE or NAME=MODE: append | update | complete"),
     watermark: Optional[str] = typer.Option(None, "--watermark", help="event-time watermark delay (default 5s)"),
+    max_ahead: Optional[str] = typer.Option(None, "--max-ahead", help="an event time further ahead of its ingest time is a dead letter (default: a fifth of --watermark, 1s)"),
     allowed_lateness: Optional[str] = typer.Option(None, "--allowed-lateness", help="fleet: re-emit a closed window corrected by events up to this late (default off)"),
     window: Optional[str] = typer.Option(None, "--window", help="tumbling window length (default 10s)"),
     slide: Optional[str] = typer.Option(None, "--slide", help="slide of the sliding windows (default 10s)"),
@@ -89,7 +90,7 @@ def run_command(
         raise click.UsageError("give --duration or --max-events, not both")
     flags = {
         "job": job, "source": source, "sinks": pairs(sink, "--sink", "NAME=URI"), "trigger": trigger,
-        "output_mode": output_modes(output_mode), "watermark": watermark,
+        "output_mode": output_modes(output_mode), "watermark": watermark, "max_ahead": max_ahead,
         "allowed_lateness": allowed_lateness, "window": window, "slide": slide,
         "sliding_window": sliding_window, "zones": zones, "state_dir": state_dir, "duration": duration,
         "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),

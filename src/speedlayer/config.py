@@ -20,6 +20,7 @@ from typing import Any, Literal, Mapping
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from speedlayer.durations import parse_duration
 from speedlayer.errors import ConfigError
 from speedlayer.uris import is_secret_option, mask_secrets
 
@@ -37,6 +38,8 @@ class RunSettings(BaseModel):
     trigger: str = "processing:0s"
     output_mode: dict[str, str] = Field(default_factory=dict)  # {"*": mode} applies to every output
     watermark: str = "5s"
+    #: how far an event time may lie ahead of its ingest time (None: a fifth of the watermark delay)
+    max_ahead: str | None = None
     allowed_lateness: str | None = None  # fleet windows: correct closed windows with events this late
     window: str = "10s"
     slide: str = "10s"
@@ -99,6 +102,28 @@ class RunSettings(BaseModel):
         '10s'
         """
         return self.model_copy(update={k: v for k, v in defaults.items() if k not in self.model_fields_set})
+
+
+#: the largest --max-ahead taken: an event accepted that far ahead holds every window back as long
+MAX_AHEAD_CAP_MS = 86_400_000
+
+
+def max_ahead_ms(max_ahead: str | None, watermark: str) -> int:
+    """How far ahead of its ingest time an event may be, in ms: ``max_ahead``, else a fifth of the watermark delay.
+
+    An event accepted A ahead moves the watermark by A, and an on-time event then counts only if it
+    is less than (delay - A) behind the newest: a fifth keeps four fifths of the delay for disorder.
+
+    >>> max_ahead_ms(None, "5s"), max_ahead_ms(None, "10min"), max_ahead_ms("250ms", "5s")
+    (1000, 120000, 250)
+    """
+    if max_ahead is None:
+        return parse_duration(watermark, "--watermark") // 5
+    ms = parse_duration(max_ahead, "--max-ahead")
+    if ms > MAX_AHEAD_CAP_MS:
+        raise ConfigError(f"--max-ahead {max_ahead} is over a day: one event that far ahead would hold back every "
+                          "window as long; give at most 1d (the default is a fifth of --watermark)")
+    return ms
 
 
 def pairs(items: list[str] | None, flag: str, hint: str) -> dict[str, str]:

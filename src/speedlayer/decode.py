@@ -7,14 +7,18 @@ the same on a static DataFrame and on a stream, in micro-batch and continuous mo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from speedlayer.schemas import EventSchema, Field
+from speedlayer.durations import format_duration
+from speedlayer.schemas import LATEST_MS, EventSchema, Field
 
 _CORRUPT = "_corrupt_record"
+#: the epoch milliseconds a Spark timestamp (microseconds in a long) holds
+_MAX_MILLIS = (2**63 - 1) // 1000
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,9 @@ def _typed(field: Field, text: Column) -> Column:
         # catches inside). The pattern itself is ~6% of a fleet batch, so text with a '-' after a
         # four-digit year (which the pattern can never match) skips it.
         as_timestamp = text.try_cast("timestamp")
-        millis = F.when(text.rlike(r"^-?\d+$"), F.timestamp_millis(text.try_cast("long")))
+        number = text.try_cast("long")
+        # past what a timestamp holds (about year 294247), timestamp_millis fails the whole batch
+        millis = F.when(text.rlike(r"^-?\d+$") & number.between(-_MAX_MILLIS, _MAX_MILLIS), F.timestamp_millis(number))
         return F.when(F.substring(text, 5, 1) == "-", as_timestamp).otherwise(F.coalesce(millis, as_timestamp))
     value = text.try_cast(field.kind)
     if field.kind == "double":
@@ -77,7 +83,45 @@ def too_far_ahead(event_time: Column, ingest_time: Column, schema: EventSchema) 
 
     >>> events.where(too_far_ahead(F.col("event_time"), F.col("ingest_time"), VEHICLE_EVENT))  # doctest: +SKIP
     """
-    return F.unix_micros(event_time) > F.unix_micros(ingest_time) + F.lit(schema.max_ahead_ms * 1000)
+    # an ingest time past LATEST_MS decides nothing more (later event times are refused anyway), and
+    # capped there the sum cannot overflow (ANSI mode would fail the batch); not ``least``, which skips a null
+    micros, latest = F.unix_micros(ingest_time), F.lit(LATEST_MS * 1000)
+    ingest = F.when(micros > latest, latest).otherwise(micros)
+    return F.unix_micros(event_time) > ingest + F.lit(schema.max_ahead_ms * 1000)
+
+
+def time_accepted(event_time: Column, ingest_time: Column, schema: EventSchema) -> Column:
+    """Whether an event time may pass: in ``[schema.earliest_ms, LATEST_MS)``, not too far ahead of a known ingest time.
+
+    Never null (a null time or ingest time is refused), so a row is an event or a dead letter, never neither.
+
+    >>> events.where(time_accepted(F.col("event_time"), F.col("ingest_time"), VEHICLE_EVENT))  # doctest: +SKIP
+    """
+    micros = F.unix_micros(event_time)
+    return F.coalesce(
+        (micros >= F.lit(schema.earliest_ms * 1000)) & (micros < F.lit(LATEST_MS * 1000))
+        & ~too_far_ahead(event_time, ingest_time, schema),
+        F.lit(False))
+
+
+def time_reason(event_time: Column, ingest_time: Column, schema: EventSchema, subject: str) -> Column:
+    """Why ``time_accepted`` refuses a (non-null) event time, or null; ``subject`` names it in the reason.
+
+    >>> time_reason(F.col("t"), F.col("ingest_time"), VEHICLE_EVENT, "field 't'")  # doctest: +SKIP
+    """
+    micros = F.unix_micros(event_time)
+    return F.coalesce(
+        F.when(ingest_time.isNull(), F.lit(f"{subject} cannot be checked: the source gave no ingest time")),
+        F.when(micros < F.lit(schema.earliest_ms * 1000),
+               F.lit(f"{subject} is before {_iso(schema.earliest_ms)}: a reset clock")),
+        F.when(micros >= F.lit(LATEST_MS * 1000), F.lit(f"{subject} is not before {_iso(LATEST_MS)}: a clock gone wrong")),
+        F.when(too_far_ahead(event_time, ingest_time, schema),
+               F.lit(f"{subject} is more than {format_duration(schema.max_ahead_ms)} ahead of ingest time")),
+    )
+
+
+def _iso(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, schema: EventSchema) -> Column:
@@ -94,8 +138,7 @@ def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, sche
     if unknown is not None:
         checks.append(F.when(unknown, F.lit(f"field '{name}' is not one of {', '.join(field.choices)}")))
     if name == schema.time_field:
-        checks.append(F.when(too_far_ahead(typed, ingest_time, schema),
-                             F.lit(f"field '{name}' is more than {schema.max_ahead_ms // 1000}s ahead of ingest time")))
+        checks.append(time_reason(typed, ingest_time, schema, f"field '{name}'"))
     return F.coalesce(*checks)
 
 
@@ -108,7 +151,7 @@ def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column
             if refused is not None:
                 ok = ok & ~refused
         if f.name == schema.time_field:
-            ok = ok & ~too_far_ahead(typed[f.name], ingest_time, schema)
+            ok = ok & time_accepted(typed[f.name], ingest_time, schema)
     return ok
 
 

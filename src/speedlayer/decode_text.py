@@ -4,7 +4,9 @@ Blank lines are ignored. A line may start with an ISO-8601 timestamp followed by
 (``2026-11-22T10:00:03Z to be or not to be``); that is its event time, otherwise its arrival time
 (``ingest_time``) is. Refused to dead letters, each with its reason: binary data (bytes that are
 not UTF-8 text, or control characters), lines longer than 1 MiB (their payload cut to the first
-KiB), a leading timestamp that is not a valid time or lies over an hour ahead of arrival.
+KiB), a leading timestamp that is not a valid time, or an event time a state could not hold or
+that no working clock gives (before 2000, more than ``schema.max_ahead_ms`` ahead of arrival; see
+``speedlayer.decode.time_accepted``).
 Everything is a Spark expression, so it runs in the JVM on static DataFrames and streams alike.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.decode import Decoded, too_far_ahead
+from speedlayer.decode import Decoded, time_reason
 from speedlayer.schemas import TEXT_LINE, EventSchema
 
 #: the longest line accepted, in bytes of UTF-8
@@ -33,7 +35,7 @@ def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE) -> Decoded:
     >>> decode_lines(raw_df).events.columns                  # doctest: +SKIP
     ['line', 'event_time', 'ingest_time']
     """
-    value = F.col("value")
+    value, ingest = F.col("value"), F.col("ingest_time")
     lines = raw.where(value.isNull() | (F.trim(value) != ""))
     stamp = F.regexp_extract(value, LEADING_TIME, 1)
     parsed = lines.select(
@@ -49,8 +51,10 @@ def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE) -> Decoded:
         F.when(value.rlike(BINARY), F.lit("binary data, not a line of UTF-8 text")),
         F.when(F.col("_stamp").isNotNull() & F.col("_time").isNull(),
                F.lit("leading timestamp is not a valid time (ISO-8601 expected)")),
-        F.when(too_far_ahead(F.col("_time"), F.col("ingest_time"), schema),
-               F.lit(f"leading timestamp is more than {schema.max_ahead_ms // 1000}s ahead of arrival")),
+        # the event time is the stamp, else the arrival time: either must be a time the state can hold
+        F.when(F.col("_stamp").isNotNull(), time_reason(F.col("_time"), ingest, schema, "leading timestamp"))
+        .otherwise(F.when(ingest.isNull(), F.lit("no leading timestamp and no ingest time: the line has no time"))
+                   .otherwise(time_reason(ingest, ingest, schema, "ingest time (the line has no leading timestamp)"))),
     )
     checked = parsed.select("*", reason.alias("_reason"))
     text = F.when(F.col("_stamp").isNotNull(), F.regexp_replace(value, LEADING_TIME, "")).otherwise(value)

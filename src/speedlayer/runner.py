@@ -20,7 +20,7 @@ from typing import Any, Callable
 from urllib.parse import urlencode
 
 from speedlayer.checkpoints import check_intact
-from speedlayer.config import RunSettings
+from speedlayer.config import RunSettings, max_ahead_ms
 from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
@@ -182,6 +182,7 @@ def plan_run(settings: RunSettings) -> RunPlan:
     """
     job = get_job(settings.job)
     settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
+    job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
     trigger = parse_trigger(settings.trigger)
     source = open_source(settings.source)
     source.event_schema = job.schema

@@ -47,14 +47,30 @@ class Field:
     choices: tuple[str, ...] | None = None
 
 
+#: 2000-01-01T00:00:00Z: an event time before it is a clock that was reset (to 1970, the GPS epoch
+#: 1980, a GPS week rollover to 1999), not an event
+EARLIEST_MS = 946_684_800_000
+#: 2262-01-01T00:00:00Z: pandas, which the Python state processors hand rows to, holds no time after
+#: 2262-04-11 (nor before 1677); a time from a clock gone wrong must never reach them
+LATEST_MS = 9_214_646_400_000
+#: how far ahead of its ingest time an event may be by default: a fifth of the default 5 s watermark
+#: (an accepted event ahead by A moves the watermark by A; see docs/design.md, "Event time")
+DEFAULT_MAX_AHEAD_MS = 1_000
+
+
 @dataclass(frozen=True)
 class EventSchema:
-    """A kind of event: its fields, which one is event time, and how far ahead of ingest it may be."""
+    """A kind of event: its fields, which one is event time, and the times it may take.
+
+    An event time must lie in ``[earliest_ms, LATEST_MS)`` and at most ``max_ahead_ms`` ahead of
+    the event's ingest time; otherwise the event is a dead letter.
+    """
 
     name: str
     fields: tuple[Field, ...]
     time_field: str
-    max_ahead_ms: int = 3_600_000
+    max_ahead_ms: int = DEFAULT_MAX_AHEAD_MS
+    earliest_ms: int = EARLIEST_MS
 
     def spark_type(self) -> T.StructType:
         """The typed Spark schema of accepted events (plus ``ingest_time``)."""

@@ -2,8 +2,6 @@
 
 from datetime import datetime, timedelta
 
-import pytest
-
 from speedlayer.decode_text import KEPT_CHARS, MAX_LINE_BYTES, decode_lines
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.wordcount import WordcountOptions, batch_counts, wordcount_pipeline, words
@@ -36,8 +34,19 @@ def test_binary_garbage_long_lines_and_bad_times_are_dead_letters(spark):
     assert reasons["1"][0] == reasons["2"][0] == "binary data, not a line of UTF-8 text"
     assert reasons["3"][0].startswith("line longer than 1 MiB (1048578 bytes)") and reasons["3"][1] == KEPT_CHARS
     assert reasons["4"][0].startswith("leading timestamp is not a valid time")
-    assert reasons["5"][0].startswith("leading timestamp is more than 3600s ahead")
+    assert reasons["5"][0] == "leading timestamp is more than 1s ahead of ingest time"
     assert [r.line for r in decoded.events.collect()] == ["fine words"]
+
+
+def test_a_time_no_state_could_hold_is_a_dead_letter_stamped_or_not(spark):
+    rows = [("0001-01-01T00:00:00Z year one", ARRIVAL), ("no stamp, clock reset", datetime(1970, 1, 1)),
+            ("no stamp, no arrival", None), ("fine", ARRIVAL)]
+    decoded = decode_lines(spark.createDataFrame([(t, None, str(i), at) for i, (t, at) in enumerate(rows)], RAW_SCHEMA))
+    assert sorted((r.offset, r.reason) for r in decoded.dead_letters.collect()) == [
+        ("0", "leading timestamp is before 2000-01-01T00:00:00Z: a reset clock"),
+        ("1", "ingest time (the line has no leading timestamp) is before 2000-01-01T00:00:00Z: a reset clock"),
+        ("2", "no leading timestamp and no ingest time: the line has no time")]
+    assert [(r.line, r.event_time) for r in decoded.events.collect()] == [("fine", ARRIVAL)]
 
 
 def lines(spark, rows):

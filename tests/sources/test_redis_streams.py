@@ -6,6 +6,7 @@ Every stream query below ends by itself (trigger availableNow), so nothing waits
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -303,9 +304,11 @@ def test_bounded_fleet_run_on_redis_equals_the_batch_recomputation(spark, redis_
 
     url, stream = redis_url
     uri = f"{url}?stream={stream}&shards=2"
-    # start = now: Redis stamps entries with its clock, and decode refuses events an hour ahead of it
+    # Redis stamps entries with its clock, and decode refuses events over --max-ahead (1 s) ahead of it:
+    # produced unpaced, the 35 s of event time must lie in the past
+    start = str((int(time.time()) - 60) * 1000)
     produce(spark, plan_produce(ProduceSettings(to=uri, generator="generator://?seed=11&rate=200&vehicles=50&late=0",
-                                                rate=0, max_events=7000)))
+                                                rate=0, max_events=7000, start=start)))
     s = RunSettings(job="fleet", source=f"{uri}&maxRecordsPerTrigger=2500", max_events=6000,
                     state_dir=str(tmp_path / "state"), sinks={"windows": "memory:redis_fleet_windows"})
     summary = Run(spark, plan_run(s)).start_and_wait()

@@ -16,7 +16,7 @@ def test_files_give_per_batch_counts_and_windows_on_event_or_arrival_time(spark,
     landing.mkdir()
     (landing / "a.txt").write_text("2026-11-22T10:00:01Z To be, or not to be\n\n2026-11-22T10:00:15Z be quick\n")
     (landing / "b.txt").write_text("not now\n")  # no timestamps: the file's arrival (mtime) is their event time
-    os.utime(landing / "a.txt", (T0, T0))
+    os.utime(landing / "a.txt", (T0 + 16, T0 + 16))  # written after its last line's time, as a live landing is
     os.utime(landing / "b.txt", (T0 + 25, T0 + 25))
     settings = RunSettings(job="wordcount", source=f"files:{landing}?format=text&max_files_per_trigger=1",
                            trigger="available-now", state_dir=str(tmp_path / "state"),

@@ -24,6 +24,8 @@ def run(capsys, *argv):
     (["run", "fleet", "--duration", "5", "--max-events", "10"], "not both"),
     (["run", "fleet", "--config", "/nonexistent.yaml"], "config file /nonexistent.yaml does not exist"),
     (["run", "fleet", "--watermark", "soon"], "invalid --watermark"),
+    (["run", "fleet", "--max-ahead", "soon"], "invalid --max-ahead 'soon'"),
+    (["run", "fleet", "--max-ahead", "2d"], "--max-ahead 2d is over a day"),
     # --- speeding incidents (issue 4) ---
     (["run", "fleet", "--sink", "incidents=console:", "--incident-after", "0s"], "--incident-after must be longer than zero"),
     (["run", "fleet", "--sink", "incidents=console:", "--incident-timeout", "0"], "--incident-timeout must be longer than zero"),

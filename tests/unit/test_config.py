@@ -56,3 +56,15 @@ def test_allowed_lateness_from_the_config_file_and_the_flag_wins(tmp_path):
     assert build_settings(load_yaml(str(path)), {}).allowed_lateness == "30s"
     assert build_settings(load_yaml(str(path)), {"allowed_lateness": "1min"}).allowed_lateness == "1min"
     assert build_settings({"job": "fleet"}, {}).allowed_lateness is None  # off
+
+
+def test_max_ahead_from_the_config_file_or_the_flag_else_a_fifth_of_the_watermark(tmp_path):
+    from speedlayer.runner import plan_run
+
+    path = tmp_path / "fleet.yaml"
+    path.write_text("job: fleet\nmax-ahead: 500ms\n")
+    assert plan_run(build_settings(load_yaml(str(path)), {})).job.schema.max_ahead_ms == 500
+    assert plan_run(build_settings(load_yaml(str(path)), {"max_ahead": "2s"})).job.schema.max_ahead_ms == 2000
+    fleet = plan_run(build_settings({"job": "fleet"}, {"watermark": "30s", "sinks": {"matches": "console:"}}))
+    assert fleet.job.schema.max_ahead_ms == 6000 and fleet.job.inputs["rides"].max_ahead_ms == 6000  # both streams
+    assert plan_run(build_settings({"job": "app-actions"}, {})).job.schema.max_ahead_ms == 120_000  # its watermark: 10min

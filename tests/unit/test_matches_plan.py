@@ -1,6 +1,7 @@
 """Ride matching runs are checked before Spark starts: where the ride requests come from, and the settings."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -27,7 +28,8 @@ def test_a_generator_run_reads_ride_requests_from_the_same_generator():
 
 def test_rides_from_another_source_are_read_with_the_ride_request_schema(tmp_path):
     p = plan(source="files:///landing/pings", rides=f"files://{tmp_path}?format=csv", sinks=MATCHES)
-    assert p.inputs["rides"].event_schema is RIDE_REQUEST
+    # the ride schema, with the run's --max-ahead (default: a fifth of the 5 s watermark)
+    assert p.inputs["rides"].event_schema == replace(RIDE_REQUEST, max_ahead_ms=1000)
     assert p.source.event_schema.name == "vehicle ping"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping
 
 from pydantic import BaseModel
@@ -109,6 +109,17 @@ class Job:
     #: second event streams some outputs join, by name (a run setting of that name gives the source URI);
     #: the pipeline receives each as a keyword argument, a ``Decoded``, when the output it builds reads it
     inputs: Mapping[str, EventSchema] = field(default_factory=dict)
+
+    def with_max_ahead(self, max_ahead_ms: int) -> "Job":
+        """This job with every stream's schema allowing event times ``max_ahead_ms`` ahead of ingest time.
+
+        >>> FLEET.with_max_ahead(2_000).schema.max_ahead_ms  # doctest: +SKIP
+        2000
+        """
+        def allow(schema: EventSchema) -> EventSchema:
+            return replace(schema, max_ahead_ms=max_ahead_ms)
+
+        return replace(self, schema=allow(self.schema), inputs={name: allow(s) for name, s in self.inputs.items()})
 
     def decode(self, raw: DataFrame, observe: str | None = None, latency_sample: float = 1.0) -> Decoded:
         """Typed events and dead letters of RAW rows, the way this job reads its payloads.
