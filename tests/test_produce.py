@@ -78,6 +78,18 @@ def test_plan_pins_start_and_names_the_matching_generator():
     assert unpinned.start_ms % 1000 == 0 and unpinned.options.start == str(unpinned.start_ms)
 
 
+def test_an_unpaced_bounded_run_ends_its_event_times_before_now():
+    # a job refuses events ahead of their ingest time: unpaced events must not run ahead of the clock
+    import time
+
+    plan = plan_produce(ProduceSettings(to="files:///tmp/unused", generator="generator://?rate=1000", rate=0,
+                                        max_events=20_000))
+    last_event_ms = plan.start_ms + 20_000 * 1000 // 1000
+    assert last_event_ms <= time.time() * 1000
+    paced = plan_produce(ProduceSettings(to="files:///tmp/unused", rate=500, max_events=20_000))
+    assert abs(paced.start_ms - time.time() * 1000) < 2000  # paced: the events follow the clock from now
+
+
 @pytest.mark.parametrize("settings,match", [
     (dict(to="bogus://x"), "cannot produce to bogus://"),
     (dict(to="kafka://broker"), "kafka://host:9092/topic"),

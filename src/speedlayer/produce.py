@@ -80,6 +80,15 @@ def iso_millis(epoch_ms: int) -> str:
     return text + (f".{epoch_ms % 1000:03d}Z" if epoch_ms % 1000 else "Z")
 
 
+def _default_start_ms(pace: int, end: int | None, rate: int) -> int:
+    """Now; unpaced and bounded, the span of the events before now, so that no event time runs
+    ahead of the broker's clock (a job refuses events ahead of their ingest time)."""
+    now_ms = int(time.time()) * 1000
+    if pace or end is None:
+        return now_ms
+    return now_ms - (end * 1000 + rate - 1) // rate - 1000
+
+
 def plan_produce(settings: ProduceSettings) -> ProducePlan:
     """Validate the settings and pin the event-time origin, without Spark or the network.
 
@@ -101,11 +110,11 @@ def plan_produce(settings: ProduceSettings) -> ProducePlan:
     if settings.rate and "rate" not in uri.options:
         updates["rate"] = settings.rate  # event times then follow the publishing pace
     options = gen.options.model_copy(update=updates)
-    start_text = settings.start or options.start
-    start_ms = parse_start(start_text) if start_text else int(time.time()) * 1000
-    options = options.model_copy(update={"start": str(start_ms)})
     pace = options.rate if settings.rate is None else settings.rate
     end = settings.from_event + settings.max_events if settings.max_events else None
+    start_text = settings.start or options.start
+    start_ms = parse_start(start_text) if start_text else _default_start_ms(pace, end, options.rate)
+    options = options.model_copy(update={"start": str(start_ms)})
     if isinstance(destination, FilesDestination):
         destination.name_files(options.seed, start_ms)
     return ProducePlan(destination, options, start_ms, pace, settings.from_event, end, settings.chunk)
