@@ -446,7 +446,8 @@ class Run:
             for qp in plan.queries:
                 # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
                 jvm_only = plan.trigger.continuous or plan.trigger.realtime
-                target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode))
+                target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode),
+                                rejected=str(plan.state_dir / "rejected" / qp.output.name))
                 df = qp.sink.records(build_output(self.spark, plan, qp.output.name), target)
                 writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
                           .option("checkpointLocation", str(qp.checkpoint)))

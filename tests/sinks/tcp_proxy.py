@@ -1,4 +1,5 @@
-"""A TCP forwarder to a real server that a test can take down and bring back (connection refused / lost)."""
+"""A TCP forwarder to a real server that a test can take down and bring back (connection refused / lost),
+or that stalls: keeps every connection open and forwards nothing more (a blackholed network)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._marker: bytes | None = None
+        self._flowing = threading.Event()
+        self._flowing.set()
+        #: how many connections stalled on the marker
+        self.stalls = 0
 
     def up(self) -> "TcpProxy":
         listener = socket.socket()
@@ -59,6 +65,14 @@ class TcpProxy:
         thread.start()
         return thread
 
+    def stall_on(self, marker: bytes) -> None:
+        self._marker = marker
+        self._flowing.clear()
+
+    def unstall(self) -> None:
+        self._marker = None
+        self._flowing.set()
+
     def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
@@ -76,12 +90,18 @@ class TcpProxy:
                     server.close()
                     return
                 self._conns |= {client, server}
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            gate = threading.Event()  # set once this connection stalled
+            for a, b, watch in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pipe, args=(a, b, gate, watch), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, dest: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, dest: socket.socket, gate: threading.Event, watch: bool) -> None:
         try:
             while data := source.recv(65536):
+                if watch and self._marker is not None and self._marker in data and not gate.is_set():
+                    gate.set()
+                    self.stalls += 1
+                while gate.is_set() and not self._flowing.wait(0.1):
+                    pass
                 dest.sendall(data)
         except OSError:
             pass

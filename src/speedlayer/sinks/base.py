@@ -28,6 +28,8 @@ class Target:
     mode: str = "append"
     #: the columns that identify a row of this output (upserting sinks key on them)
     key: tuple[str, ...] = ()
+    #: where rows the destination refuses are kept as dead letters (a folder), None: they fail the batch
+    rejected: str | None = None
 
 
 class Sink(ABC):

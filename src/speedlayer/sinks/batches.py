@@ -6,6 +6,10 @@ are worth retrying). ``BatchFunction`` is the ``foreachBatch`` function the quer
 driver; it ships a ``PartitionJob`` to the executors with ``mapInArrow``, so rows travel as Arrow
 record batches and never become Python objects on the driver.
 
+Refusals: an error that is the database refusing data (a value too long, out of range) is not
+retried and does not fail the batch: ``write_isolating`` (rejects.py) writes every other row and
+the refused ones come back to the driver with the reason, to be kept as the run's dead letters.
+
 Retries: a transient failure (connection refused or lost, server restarting) closes the
 connection, waits 0.5 s doubling up to 10 s, reconnects and rewrites the same record batch, for up
 to ``retry_for`` per record batch. Writes are idempotent by key, so rewriting a record batch that
@@ -15,11 +19,12 @@ was partly applied is safe, and so is Spark replaying the whole batch after a re
 from __future__ import annotations
 
 import importlib
-import re
 import logging
+import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 import pyarrow as pa
@@ -28,6 +33,8 @@ from pydantic import BaseModel, Field, field_validator
 from speedlayer.durations import parse_duration
 from speedlayer.errors import ConfigError, SinkError
 from speedlayer.faults import reached
+from speedlayer.sinks.rejects import (PARTITION_RESULT, RejectStore, partition_result, row_json, row_offset, without,
+                                      write_isolating)
 
 log = logging.getLogger("speedlayer.sinks")
 T = TypeVar("T")
@@ -73,11 +80,13 @@ def pauses(first: float = FIRST_PAUSE_S, cap: float = MAX_PAUSE_S) -> Iterator[f
 
 def retrying(action: Callable[[], T], *, transient: Callable[[BaseException], bool], retry_for_s: float,
              what: str, secret: str | None = None, on_failure: Callable[[], None] = lambda: None,
-             sleep: Callable[[float], None] = time.sleep) -> T:
+             sleep: Callable[[float], None] = time.sleep,
+             timed_out: Callable[[BaseException], str | None] = lambda exc: None) -> T:
     """Run ``action``; on a transient error call ``on_failure``, pause and try again for up to ``retry_for_s``.
 
     A permanent error, or a transient one that outlasts ``retry_for_s``, becomes a one-line
-    SinkError that names ``what`` (never the password).
+    SinkError that names ``what`` (never the password); ``timed_out(error)`` gives the advice when
+    the last try ran into a timeout (a held lock, a stalled network) rather than a lost server.
 
     >>> retrying(lambda: 42, transient=lambda e: True, retry_for_s=1, what="x")
     42
@@ -95,6 +104,10 @@ def retrying(action: Callable[[], T], *, transient: Callable[[BaseException], bo
                 raise SinkError(f"{what} refused the write: {reason}") from None
             on_failure()
             elapsed = time.monotonic() - started
+            advice = timed_out(exc) if elapsed >= retry_for_s else None
+            if advice:
+                raise SinkError(f"{what} kept timing out for {elapsed:.0f}s (retry_for={retry_for_s:g}s): {reason}; "
+                                f"{advice}") from None
             if elapsed >= retry_for_s:
                 raise SinkError(f"lost {what} for {elapsed:.0f}s (retry_for={retry_for_s:g}s): {reason}; "
                                 "start the server, then restart the run (the batch is replayed from the checkpoint)") from None
@@ -138,6 +151,18 @@ class Connector(ABC):
     def transient(self, error: BaseException) -> bool:
         """Whether ``error`` may go away on its own (worth a reconnect and another try)."""
 
+    def refusal(self, conn: Any, error: BaseException) -> str | None:
+        """The one-line reason when ``error`` is the server refusing the data itself (None: any other error)."""
+        return None
+
+    def screen(self, conn: Any, batch: pa.RecordBatch) -> list[tuple[int, str]]:
+        """Rows known to be refused before they are sent (a limit the connector knows), with the reason."""
+        return []
+
+    def timed_out(self, error: BaseException) -> str | None:
+        """What to do when ``error`` is a timeout (a held lock, a stalled network); None for other errors."""
+        return None
+
     def close(self, conn: Any) -> None:
         try:
             conn.close()
@@ -147,13 +172,17 @@ class Connector(ABC):
 
 @dataclass
 class PartitionJob:
-    """The ``mapInArrow`` function: writes a partition's record batches, yields how many rows it wrote."""
+    """The ``mapInArrow`` function: writes a partition's record batches, yields how many rows it wrote
+    and every row the server refused (payload, reason, offset; see rejects.py)."""
 
     connector: Connector
     batch_id: int
+    output: str = ""
+    key: tuple[str, ...] = ()
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         connector, conn, written = self.connector, None, 0
+        refused: list[tuple[str, str, str]] = []
 
         def drop() -> None:
             nonlocal conn
@@ -161,45 +190,61 @@ class PartitionJob:
                 connector.close(conn)
             conn = None
 
-        def attempt(batch: pa.RecordBatch) -> None:
+        def attempt(batch: pa.RecordBatch) -> list[tuple[int, str]]:
             nonlocal conn
             if conn is None:
                 conn = connector.connect()
-            connector.write(conn, batch, self.batch_id, written)
+            ahead = connector.screen(conn, batch)  # rows known to be refused are not sent at all
+            rest, positions = without(batch, ahead) if ahead else (batch, None)
+            if not rest.num_rows:
+                return ahead
+            later = write_isolating(lambda part, first: connector.write(conn, part, self.batch_id, written + first),
+                                    rest, lambda exc: connector.refusal(conn, exc))
+            return ahead + [(positions[row] if positions else row, reason) for row, reason in later]
 
         try:
             for batch in batches:
                 if batch.num_rows:  # an empty partition opens no connection
-                    retrying(lambda: attempt(batch), transient=connector.transient, retry_for_s=connector.retry_for_s,
-                             what=connector.what, secret=connector.secret, on_failure=drop)
+                    bad = retrying(lambda: attempt(batch), transient=connector.transient, retry_for_s=connector.retry_for_s,
+                                   what=connector.what, secret=connector.secret, on_failure=drop,
+                                   timed_out=connector.timed_out)
+                    refused += [(row_json(batch, row), reason, row_offset(self.output, batch, row, self.key))
+                                for row, reason in sorted(bad)]
                     if not written:
                         reached("mid-write", self.batch_id, connector.what)
-                    written += batch.num_rows
+                    written += batch.num_rows - len(bad)
             reached("partition-written", self.batch_id, connector.what)
         finally:
             drop()
-        yield pa.RecordBatch.from_pydict({"rows": pa.array([written], pa.int64())})
+        yield partition_result(written, refused)
 
 
 class BatchFunction:
     """The ``foreachBatch`` function: write every partition of the batch from the executors.
 
     ``prepare(batch_df)`` may reshape the batch first (e.g. one ordered partition). An error from
-    an executor comes back as the one-line SinkError it raised, not as a worker traceback.
+    an executor comes back as the one-line SinkError it raised, not as a worker traceback. Rows
+    the server refused go to ``rejected`` (a folder, see rejects.py) with one warning per batch;
+    without one, they fail the batch.
 
     >>> query = df.writeStream.foreachBatch(BatchFunction(connector)).start()  # doctest: +SKIP
     """
 
-    def __init__(self, connector: Connector, prepare: Callable[[Any], Any] = lambda df: df):
+    def __init__(self, connector: Connector, prepare: Callable[[Any], Any] = lambda df: df, *, output: str = "",
+                 key: tuple[str, ...] = (), rejected: str | Path | None = None):
         self.connector = connector
         self.prepare = prepare
-        #: rows written by the last batch (for logs and tests)
+        self.output, self.key = output, tuple(key)
+        self.store = RejectStore(Path(rejected), output) if rejected else None
+        #: rows written and rows refused (payload, reason, offset) by the last batch (for logs and tests)
         self.last_rows = 0
+        self.last_refused: list[tuple[str, str, str]] = []
 
     def __call__(self, batch_df, batch_id: int) -> None:
         reached("planned", batch_id, self.connector.what)
+        job = PartitionJob(self.connector, batch_id, self.output, self.key)
         try:
-            counts = self.prepare(batch_df).mapInArrow(PartitionJob(self.connector, batch_id), "rows long").collect()
+            results = self.prepare(batch_df).mapInArrow(job, PARTITION_RESULT).collect()
         except Exception as exc:  # noqa: BLE001 — turned into one line when it is ours
             if interrupted(exc):
                 raise RuntimeError(INTERRUPTED) from None
@@ -207,8 +252,21 @@ class BatchFunction:
             if message is None:
                 raise
             raise SinkError(message) from None
-        self.last_rows = sum(row["rows"] for row in counts)
+        self.last_rows = sum(row["rows"] for row in results)
+        self.last_refused = [(r["payload"], r["reason"], r["offset"]) for r in results if r["reason"] is not None]
+        if self.last_refused:
+            self._keep_refused(batch_id)
         reached("written", batch_id, self.connector.what)
+
+    def _keep_refused(self, batch_id: int) -> None:
+        count, what, first = len(self.last_refused), self.connector.what, self.last_refused[0][1]
+        if self.store is None:
+            raise SinkError(f"{what} refused {count} row(s) of output {self.output!r} and this write has nowhere to keep "
+                            f"them: {first}")
+        new = self.store.save(batch_id, self.last_refused)
+        log.warning("speedlayer: %s: %d row%s refused by %s in batch %d (%d not seen before), kept as dead letters in "
+                    "%s; first: %s", self.output, count, "" if count == 1 else "s", what, batch_id, new,
+                    self.store.folder, first)
 
 
 #: How Spark recognises a foreachBatch function interrupted by ``query.stop()`` (its regex

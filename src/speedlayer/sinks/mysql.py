@@ -11,12 +11,15 @@ key strings are ``VARCHAR(255)`` with a binary collation, so keys compare exactl
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import types as T
 
-from speedlayer.sinks.sql import CONNECT_TIMEOUT_S, Column, Dialect, Server, SqlSink
+from speedlayer.sinks.sql import Column, Dialect, Server, SqlSink
+from speedlayer.sinks.timeouts import GRACE_S, connect_s
 
 _TYPES = {
     "string": "LONGTEXT", "long": "BIGINT", "integer": "INT", "short": "SMALLINT", "byte": "TINYINT",
@@ -27,9 +30,23 @@ _INTS = ["tinyint", "smallint", "mediumint", "int", "bigint", "decimal"]
 _TIMES = {"datetime", "timestamp"}
 #: server errors that pass on their own: can't connect, gone away, lost, too many connections,
 #: shutdown in progress, lock wait timeout, deadlock, connection killed, disconnected for inactivity
-_TRANSIENT = {2002, 2003, 2006, 2013, 2055, 1040, 1053, 1205, 1213, 1927, 4031}
+_TRANSIENT = {2002, 2003, 2006, 2013, 2055, 1040, 1053, 1205, 1213, 1927, 4031,
+              # statement timeouts (MariaDB max_statement_time, MySQL max_execution_time); read-only
+              # after a failover (--read-only, read-only mode, read-only transaction)
+              1969, 3024, 1290, 1836, 1792}
+#: lock wait timeout, statement timeouts
+_TIMEOUTS = {1205, 1969, 3024}
+#: server errors that refuse the data of a row (too long, out of range, bad date or string, null,
+#: another unique key, foreign key, check constraint): that row is a dead letter, the rest is written
+_REFUSED = {1048, 1062, 1264, 1265, 1292, 1366, 1367, 1406, 1411, 1452, 1525, 1690, 3819, 4025}
 #: longest INSERT statement sent at once (servers allow at least 4 MB by default)
 MAX_STATEMENT_BYTES = 1_000_000
+#: bytes of a statement besides its rows' values (the INSERT's head and tail), kept free under max_allowed_packet
+_STATEMENT_ROOM = 64_000
+
+
+class RowTooLarge(ValueError):
+    """A row whose INSERT would exceed the server's max_allowed_packet (the server would drop the connection)."""
 
 
 class MySqlDialect(Dialect):
@@ -66,12 +83,39 @@ class MySqlDialect(Dialect):
     def fold(self, name: str) -> str:
         return name.lower()
 
-    def connect(self, server: Server) -> Any:
+    def connect(self, server: Server, statement_seconds: float) -> Any:
         import pymysql
 
-        return pymysql.connect(host=server.host, port=server.port, user=server.user, password=server.password or "",
-                               database=server.database, connect_timeout=CONNECT_TIMEOUT_S, charset="utf8mb4",
-                               autocommit=False, init_command="SET time_zone = '+00:00'")
+        wait = statement_seconds + GRACE_S  # past the server's own bounds: the network stalls
+        conn = pymysql.connect(host=server.host, port=server.port, user=server.user, password=server.password or "",
+                               database=server.database, connect_timeout=connect_s(statement_seconds), charset="utf8mb4",
+                               autocommit=False, read_timeout=wait, write_timeout=wait)
+        locks = max(1, math.ceil(statement_seconds))
+        with conn.cursor() as cur:
+            cur.execute(f"SET time_zone = '+00:00', lock_wait_timeout = {locks}, innodb_lock_wait_timeout = {locks}")
+            if "MariaDB" in (conn.get_server_info() or ""):  # MySQL's max_execution_time bounds SELECTs only
+                cur.execute(f"SET max_statement_time = {statement_seconds:g}")
+        return conn
+
+    def timed_out(self, error: BaseException) -> bool:
+        import pymysql
+
+        if isinstance(error, pymysql.err.MySQLError) and error.args:
+            return error.args[0] in _TIMEOUTS or (error.args[0] == 2013 and "timed out" in str(error))
+        return isinstance(error, TimeoutError)
+
+    def refusal(self, conn: Any, error: BaseException) -> str | None:
+        import pymysql
+
+        server = "MariaDB" if "MariaDB" in (conn.get_server_info() or "") else "MySQL"
+        if isinstance(error, RowTooLarge):
+            return f"{server} refused: {error}"
+        if isinstance(error, pymysql.err.MySQLError) and len(error.args) > 1 and error.args[0] in _REFUSED:
+            return f"{server} refused: {' '.join(str(error.args[1]).split())}"
+        return None
+
+    def screen(self, conn: Any, batch: pa.RecordBatch) -> list[tuple[int, str]]:
+        return list(non_finite_rows(batch))
 
     def transient(self, error: BaseException) -> bool:
         import pymysql
@@ -124,10 +168,11 @@ class MySqlDialect(Dialect):
             first_key = q(next(c.name for c in columns if c.key))
             updates = [f"{first_key} = {first_key}"]  # keep the stored row; other errors still raise
         tail = " ON DUPLICATE KEY UPDATE " + ", ".join(updates)
+        packet = max_packet(conn)
         try:
             with conn.cursor() as cur:
                 # No arguments are passed, so '%' in identifiers needs no escaping.
-                for values in value_lists(conn, python_rows(batch)):
+                for values in value_lists(conn, python_rows(batch), packet):
                     cur.execute(head + values + tail)
             conn.commit()
         except Exception:
@@ -154,12 +199,46 @@ def python_rows(batch: pa.RecordBatch) -> list[tuple]:
     return list(zip(*columns))
 
 
-def value_lists(conn: Any, rows: list[tuple]) -> Iterator[str]:
-    """``(…),(…)`` lists of escaped rows, each under ``MAX_STATEMENT_BYTES``."""
+def max_packet(conn: Any) -> int:
+    """The server's max_allowed_packet, asked once per connection."""
+    if not hasattr(conn, "speedlayer_max_packet"):
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@max_allowed_packet")
+            conn.speedlayer_max_packet = int(cur.fetchone()[0])
+    return conn.speedlayer_max_packet
+
+
+def non_finite_rows(batch: pa.RecordBatch) -> Iterator[tuple[int, str]]:
+    """Rows with NaN or infinity in a floating-point column: MySQL's DOUBLE cannot store them.
+
+    >>> list(non_finite_rows(pa.record_batch({"x": [1.0, float("nan"), None]})))
+    [(1, "column 'x' is NaN or infinite, which MySQL cannot store")]
+    """
+    found: dict[int, str] = {}
+    for name, array in zip(batch.schema.names, batch.columns):
+        if pa.types.is_floating(array.type):
+            bad = pc.fill_null(pc.invert(pc.is_finite(array)), False)
+            for row in pc.indices_nonzero(bad).to_pylist():
+                found.setdefault(row, f"column {name!r} is NaN or infinite, which MySQL cannot store")
+    return iter(sorted(found.items()))
+
+
+def value_lists(conn: Any, rows: list[tuple], max_packet_bytes: int = 16 << 20) -> Iterator[str]:
+    """``(…),(…)`` lists of escaped rows, each under ``MAX_STATEMENT_BYTES`` and the server's packet limit.
+
+    A row too large for any statement raises RowTooLarge before anything is sent: the server would
+    drop the connection, which would look like a lost server and be retried in vain.
+    """
+    room = min(_STATEMENT_ROOM, max_packet_bytes // 4)  # for the INSERT's head and tail
+    cap = min(MAX_STATEMENT_BYTES, max_packet_bytes - room)
     literal, parts, size = conn.literal, [], 0
-    for row in rows:
-        text = "(" + ",".join(literal(v) for v in row) + ")"
-        if parts and size + len(text) > MAX_STATEMENT_BYTES:
+    texts = ["(" + ",".join(literal(v) for v in row) + ")" for row in rows]
+    for text in texts:
+        if len(text) * 4 > max_packet_bytes - room and len(text.encode()) > max_packet_bytes - room:
+            raise RowTooLarge(f"row is {len(text.encode())} bytes as SQL, too large for max_allowed_packet "
+                              f"({max_packet_bytes} bytes)")
+    for text in texts:
+        if parts and size + len(text) > cap:
             yield ",".join(parts)
             parts, size = [], 0
         parts.append(text)

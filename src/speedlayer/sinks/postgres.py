@@ -13,12 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 from pyspark.sql import types as T
 
 from speedlayer.errors import SinkError
-from speedlayer.sinks.sql import CONNECT_TIMEOUT_S, Column, Dialect, Server, SqlSink
+from speedlayer.sinks.rejects import nul_rows
+from speedlayer.sinks.sql import Column, Dialect, Server, SqlSink
+from speedlayer.sinks.timeouts import GRACE_S, connect_s, cut_after, lock_timeout_lines
 
 _TYPES = {
     "string": "text", "long": "bigint", "integer": "integer", "short": "smallint", "byte": "smallint",
@@ -31,6 +32,14 @@ _NUMERIC = {"numeric"}
 _PASSING = ("starting up", "shutting down", "recovery mode", "too many clients", "terminating connection")
 #: SQLSTATE classes worth a retry: connection, transaction rollback, resources, operator intervention
 _TRANSIENT_CLASSES = ("08", "40", "53", "57")
+#: and: lock_not_available (lock_timeout), read_only_sql_transaction (a standby after a failover)
+_TRANSIENT_STATES = ("55P03", "25006")
+#: query_canceled (statement_timeout), lock_not_available (lock_timeout)
+_TIMEOUT_STATES = ("57014", "55P03")
+#: SQLSTATE classes that refuse a row's data: data exception (too long, bad value), integrity
+#: (not null, another unique index, check); and 54000, e.g. a key above the btree index row limit
+_REFUSED_CLASSES = ("22", "23")
+_PROGRAM_LIMIT = "54000"
 STAGE = "speedlayer_stage"
 
 
@@ -68,24 +77,44 @@ class PostgresDialect(Dialect):
     def quote(self, table: tuple[str, ...]) -> str:
         return ".".join('"' + part.replace('"', '""') + '"' for part in table)
 
-    def connect(self, server: Server) -> Any:
+    def connect(self, server: Server, statement_seconds: float) -> Any:
         import psycopg
 
-        return psycopg.connect(host=server.host, port=server.port, dbname=server.database, user=server.user,
-                               password=server.password, connect_timeout=CONNECT_TIMEOUT_S,
-                               application_name="speedlayer", autocommit=True)
+        conn = psycopg.connect(host=server.host, port=server.port, dbname=server.database, user=server.user,
+                               password=server.password, connect_timeout=connect_s(statement_seconds),
+                               options=lock_timeout_lines(statement_seconds), application_name="speedlayer",
+                               autocommit=True)
+        conn.speedlayer_statement_s = statement_seconds  # the write's own bound on a silent server
+        return conn
 
     def transient(self, error: BaseException) -> bool:
         import psycopg
 
-        if not isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError)):
-            return isinstance(error, OSError)
+        if not isinstance(error, psycopg.Error):
+            return isinstance(error, OSError)  # TimeoutError from cut_after included
         state = getattr(error, "sqlstate", None)
         if state:
-            return state[:2] in _TRANSIENT_CLASSES
+            return state[:2] in _TRANSIENT_CLASSES or state in _TRANSIENT_STATES
+        if not isinstance(error, (psycopg.OperationalError, psycopg.InterfaceError)):
+            return False
         text = str(error)
         # A FATAL while connecting (no such database or role, auth failed) will not pass by waiting.
         return "FATAL:" not in text or any(p in text for p in _PASSING)
+
+    def timed_out(self, error: BaseException) -> bool:
+        return isinstance(error, TimeoutError) or getattr(error, "sqlstate", None) in _TIMEOUT_STATES
+
+    def refusal(self, conn: Any, error: BaseException) -> str | None:
+        import psycopg
+
+        state = getattr(error, "sqlstate", None) if isinstance(error, psycopg.Error) else None
+        if state and (state[:2] in _REFUSED_CLASSES or state == _PROGRAM_LIMIT):
+            message = error.diag.message_primary or str(error)
+            return f"PostgreSQL refused: {' '.join(message.split())}"
+        return None
+
+    def screen(self, conn: Any, batch: pa.RecordBatch) -> list[tuple[int, str]]:
+        return list(nul_rows(batch))
 
     def columns_of(self, conn: Any, table: tuple[str, ...]) -> dict[str, str] | None:
         name = self._ident(table).as_string(conn)
@@ -143,6 +172,20 @@ class PostgresDialect(Dialect):
         conflict = (sql.SQL("DO UPDATE SET {}").format(sql.SQL(", ").join(updates)) if upsert and updates
                     else sql.SQL("DO NOTHING"))
         key = sql.SQL(", ").join(sql.Identifier(c.name) for c in columns if c.key)
+        # Three statements, each bounded by the server; past that, the server is not answering at all.
+        bound = 3 * getattr(conn, "speedlayer_statement_s", 60.0) + GRACE_S
+        with cut_after(bound, conn.fileno()) as cut:
+            try:
+                self._move(conn, table, names, stage, key, conflict, batch)
+            except Exception:
+                if cut.is_set():
+                    raise TimeoutError(f"no answer from the server within {bound:g}s") from None
+                raise
+
+    def _move(self, conn: Any, table: tuple[str, ...], names: Any, stage: Any, key: Any, conflict: Any,
+              batch: pa.RecordBatch) -> None:
+        from psycopg import sql
+
         with conn.transaction():
             # The table's types for our columns only (no constraints: the table's own apply on INSERT).
             conn.execute(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} ON COMMIT DELETE ROWS AS SELECT {} FROM {} WITH NO DATA")
@@ -167,15 +210,14 @@ def arrow_csv(batch: pa.RecordBatch) -> pa.Buffer:
 
 
 def _copyable(array: pa.Array) -> pa.Array:
-    """Timestamps in UTC; NUL characters (which PostgreSQL text cannot hold) as U+FFFD.
+    """Timestamps in UTC (rows with a NUL in text are refused before, by ``nul_rows``).
 
-    >>> _copyable(pa.array(["a" + chr(0)])).to_pylist() == ["a" + chr(0xFFFD)]
-    True
+    >>> import datetime as dt
+    >>> _copyable(pa.array([dt.datetime(2026, 1, 1, 10)], pa.timestamp("us", "Europe/Berlin"))).type
+    TimestampType(timestamp[us, tz=UTC])
     """
     if pa.types.is_timestamp(array.type) and array.type.tz:
         return array.cast(pa.timestamp(array.type.unit, "UTC"))
-    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
-        return pc.replace_substring(array, "\x00", "\ufffd")
     return array
 
 

@@ -32,9 +32,8 @@ from speedlayer.errors import ConfigError, SinkError
 from speedlayer.pipelines.base import APPEND, COMPLETE, UPDATE
 from speedlayer.sinks.base import EXACTLY_ONCE, Sink, Target
 from speedlayer.sinks.batches import BatchFunction, Connector, RetryOptions, one_line, require
+from speedlayer.sinks.timeouts import statement_s, timeout_hint
 from speedlayer.uris import Uri, parse_options
-
-CONNECT_TIMEOUT_S = 10
 
 
 class SqlOptions(RetryOptions):
@@ -82,10 +81,15 @@ class Dialect(ABC):
         """The quoted (optionally schema-qualified) table name, for DDL and messages."""
 
     @abstractmethod
-    def connect(self, server: Server) -> Any: ...
+    def connect(self, server: Server, statement_seconds: float) -> Any:
+        """A connection whose every statement and lock wait is bounded by ``statement_seconds`` (timeouts.py)."""
 
     @abstractmethod
     def transient(self, error: BaseException) -> bool: ...
+
+    def timed_out(self, error: BaseException) -> bool:
+        """Whether ``error`` is a statement, lock or network timeout."""
+        return isinstance(error, TimeoutError)
 
     @abstractmethod
     def columns_of(self, conn: Any, table: tuple[str, ...]) -> dict[str, str] | None:
@@ -104,6 +108,14 @@ class Dialect(ABC):
     @abstractmethod
     def write(self, conn: Any, table: tuple[str, ...], columns: list[Column], upsert: bool, batch: pa.RecordBatch) -> None:
         """Insert a record batch in one transaction; on a key conflict overwrite (upsert) or keep the row."""
+
+    def refusal(self, conn: Any, error: BaseException) -> str | None:
+        """The one-line reason when ``error`` refuses the data itself (too long, out of range); else None."""
+        return None
+
+    def screen(self, conn: Any, batch: pa.RecordBatch) -> list[tuple[int, str]]:
+        """Rows this database is known to refuse, found before sending them: ``[(row, reason)]``."""
+        return []
 
     def check_access(self, conn: Any, table: tuple[str, ...]) -> None:
         """Fail (SinkError) when the user may not create or insert into ``table``."""
@@ -202,13 +214,22 @@ class SqlConnector(Connector):
         return self.server.password
 
     def connect(self) -> Any:
-        return self.dialect.connect(self.server)
+        return self.dialect.connect(self.server, statement_s(self.retry_for_s))
 
     def write(self, conn: Any, batch: pa.RecordBatch, batch_id: int, first_index: int) -> None:
         self.dialect.write(conn, self.table, self.columns, self.upsert, batch)
 
     def transient(self, error: BaseException) -> bool:
         return self.dialect.transient(error)
+
+    def refusal(self, conn: Any, error: BaseException) -> str | None:
+        return self.dialect.refusal(conn, error)
+
+    def screen(self, conn: Any, batch: pa.RecordBatch) -> list[tuple[int, str]]:
+        return self.dialect.screen(conn, batch)
+
+    def timed_out(self, error: BaseException) -> str | None:
+        return timeout_hint(self.what, statement_s(self.retry_for_s)) if self.dialect.timed_out(error) else None
 
 
 class SqlSink(Sink):
@@ -248,7 +269,7 @@ class SqlSink(Sink):
     def connected(self) -> Iterator[Any]:
         """A connection from the driver; an unreachable server is a one-line SinkError."""
         try:
-            conn = self.dialect.connect(self.server)
+            conn = self.dialect.connect(self.server, statement_s(self.retry_for_s))
         except Exception as exc:  # noqa: BLE001 — any failure to connect is reported the same way
             raise SinkError(f"cannot reach {self.what}: {one_line(exc, self.server.password)}; "
                             "start the server or fix the URI") from None
@@ -290,7 +311,7 @@ class SqlSink(Sink):
                                 "it, empty the table, write to another one with ?table=NAME, or use --output-mode update")
         connector = SqlConnector(self.dialect, self.server, table, columns, upsert=target.mode != APPEND,
                                  retry_for_s=self.retry_for_s)
-        return BatchFunction(connector)
+        return BatchFunction(connector, output=target.output, key=target.key, rejected=target.rejected)
 
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
         return writer.foreachBatch(self.prepare(df.schema, target)).start()
