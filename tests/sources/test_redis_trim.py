@@ -54,15 +54,18 @@ def read_then_trim(spark, url: str, stream: str, checkpoint) -> list[str]:
     return written
 
 
+def expected_loss(stream: str, after: int, before: int) -> str:
+    return (f"Redis stream {stream}: the entries after {entry(after)} and before {entry(before)} "
+            f"({before - after - 1} entries) were deleted (XTRIM, MAXLEN, XDEL) before this query read them: "
+            "to skip them and go on, add fail_on_data_loss=false to the source URI")
+
+
 def test_a_stream_trimmed_past_the_last_read_entry_fails_the_query_naming_the_range(spark, redis_url, tmp_path):
     url, stream = redis_url
     read_then_trim(spark, url, stream, tmp_path / "ck")
     batches, error = run(spark, f"{url}?stream={stream}&max_records_per_trigger=40", tmp_path / "ck")
     assert batches == {}
-    assert lost_message(error) == (
-        f"Redis stream {stream}: the entries after {entry(99)} and before {entry(150)} (50 entries) were deleted "
-        "(XTRIM, MAXLEN, XDEL) before this query read them: to skip them and go on, add fail_on_data_loss=false "
-        "to the source URI")
+    assert lost_message(error) == expected_loss(stream, 99, 150)
 
 
 def test_with_fail_on_data_loss_false_the_rest_is_read_and_the_range_recorded(spark, redis_url, tmp_path):
@@ -102,10 +105,7 @@ def test_a_replayed_batch_whose_range_was_trimmed_fails_instead_of_reading_less(
     replay_after_trim(spark, url, stream, tmp_path / "ck", uri)
     batches, error = run(spark, uri, tmp_path / "ck")
     assert 2 not in batches
-    assert lost_message(error) == (
-        f"Redis stream {stream}: the entries after {entry(399)} and before {entry(500)} (100 entries) were deleted "
-        "(XTRIM, MAXLEN, XDEL) before this query read them: to skip them and go on, add fail_on_data_loss=false "
-        "to the source URI")
+    assert lost_message(error) == expected_loss(stream, 399, 500)
 
 
 def test_a_replayed_batch_whose_range_was_trimmed_reads_the_rest_with_fail_on_data_loss_false(spark, redis_url, tmp_path):
