@@ -512,7 +512,8 @@ class Run:
             while True:
                 failed = next((q for q in self.queries if not q.isActive and q.exception() is not None), None)
                 if failed is not None:
-                    raise QueryFailedError(f"query {failed.name} failed: {first_line(failed.exception())}")
+                    line = first_line(failed.exception(), self.written_places().get(failed.name, ()))
+                    raise QueryFailedError(f"query {failed.name} failed: {line}")
                 if all(not q.isActive for q in self.queries):
                     break
                 if self.stop_requested.is_set():
@@ -528,11 +529,16 @@ class Run:
         finally:
             stop_errors = self._stop_all()
             self.plan.unlock_state()
-        raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by)
+        raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by, self.written_places())
         summary = self.summary(stopped_by)
         if self.plan.state_dir.is_dir():
             (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
         return summary
+
+    def written_places(self) -> dict[str, list[Path]]:
+        """By query name, the directories it writes to: its checkpoint, and a file sink's path."""
+        return {qp.name: [qp.checkpoint, *([Path(qp.sink.path)] if getattr(qp.sink, "path", None) else [])]
+                for qp in self.plan.queries}
 
     def _stop_all(self) -> dict[str, BaseException]:
         """Stop the queries after their in-flight batch (the dashboard's side queries too, so the batch a
