@@ -32,13 +32,28 @@ def first_line(error: BaseException, places: Iterable[Path] = ()) -> str:
     if ours:
         return ours
     text = getattr(error, "desc", None) or str(error)
-    known = damaged_log(str(text)) or disk_full(str(text), places)
+    known = damaged_log(str(text)) or disk_full(f"{text}\n{_causes(error)}", places)
     if known:
         return known
     for line in str(text).splitlines():
         if line.strip():
             return line.strip()[:400]
     return type(error).__name__
+
+
+def _causes(error: BaseException) -> str:
+    """The Java causes of a captured Spark error, as text.
+
+    A full disk is often only the root cause (of a state store commit that failed); PySpark keeps
+    the cause chain in private attributes of its captured errors (no public accessor in 4.3).
+    """
+    texts, cause = [], getattr(error, "_cause", None)
+    for _ in range(20):  # a cycle in a cause chain must not hang the report
+        if cause is None:
+            break
+        texts += [str(getattr(cause, "_desc", "")), str(getattr(cause, "_stackTrace", ""))]
+        cause = getattr(cause, "_cause", None)
+    return "\n".join(texts)
 
 
 def _in_flight(query: Any, immediate: bool) -> int | None:

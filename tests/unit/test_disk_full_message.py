@@ -25,3 +25,20 @@ def test_python_errno_28_is_recognised_and_every_place_named_when_none_looks_ful
 def test_other_errors_are_left_alone():
     assert disk_full("java.io.IOException: Permission denied", [CHECKPOINT]) is None
     assert first_line(RuntimeError("boom\n at Spark")) == "boom"
+
+
+class Captured(Exception):
+    """The shape of PySpark's captured errors: a message, and the Java cause chain kept aside."""
+
+    def __init__(self, desc: str, cause: "Captured | None" = None, trace: str = ""):
+        super().__init__(desc)
+        self.desc, self._desc, self._cause, self._stackTrace = desc, desc, cause, trace
+
+
+def test_a_full_disk_found_deep_in_the_cause_chain_is_told(monkeypatch):
+    monkeypatch.setattr(checkpoints, "_free_bytes", lambda p: 0)
+    root = Captured("org.apache.hadoop.fs.FSError: java.io.IOException: x",
+                    trace="...\nCaused by: java.io.IOException: No space left on device\n\tat ...")
+    error = Captured("[CANNOT_WRITE_STATE_STORE.CANNOT_COMMIT] Error writing state store files", Captured("wrapper", root))
+    assert first_line(error, [CHECKPOINT]).startswith(f"the disk under {CHECKPOINT} is full")
+    assert first_line(Captured("[CANNOT_WRITE_STATE_STORE.CANNOT_COMMIT] x", Captured("Permission denied"))).startswith("[CANNOT")
