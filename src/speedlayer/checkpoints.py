@@ -12,12 +12,14 @@ the input over from the beginning and write every result again. Both are told he
 
 from __future__ import annotations
 
+import errno
 import re
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
-from speedlayer.errors import ConfigError
+from speedlayer.errors import ConfigError, EnvironmentProblem
 
 #: what Java (IOException) and Python (OSError errno 28) say when a write finds the disk full
 NO_SPACE = "No space left on device"
@@ -79,3 +81,20 @@ def disk_full(text: str, places: Iterable[Path]) -> str | None:
     where = " or ".join(str(p) for p in full) or "the state directory or an output"
     return (f"the disk under {where} is full ({NO_SPACE}): free space there or move it to a larger disk, "
             "then run the same command again: it resumes from the last committed batch")
+
+
+@contextmanager
+def told_when_full(place: Path) -> Iterator[None]:
+    """Turn a write under ``place`` refused for lack of space into one line (EnvironmentProblem).
+
+    >>> with told_when_full(Path("/state")):
+    ...     raise OSError(errno.ENOSPC, "No space left on device")
+    Traceback (most recent call last):
+    speedlayer.errors.EnvironmentProblem: the disk under /state is full (No space left on device): ...
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise EnvironmentProblem(disk_full(NO_SPACE, [place])) from None

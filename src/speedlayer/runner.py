@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlencode
 
-from speedlayer.checkpoints import check_intact
+from speedlayer.checkpoints import check_intact, told_when_full
 from speedlayer.config import RunSettings
 from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
@@ -84,7 +84,8 @@ class RunPlan:
     def lock_state(self) -> None:
         """Take the state directory's lock (once); another run holding it is a ConfigError."""
         if self.lock is None:
-            self.lock = lock_state_dir(self.state_dir)
+            with told_when_full(self.state_dir):
+                self.lock = lock_state_dir(self.state_dir)
 
     def unlock_state(self) -> None:
         if self.lock is not None:
@@ -332,8 +333,9 @@ def prepare_state(plan: RunPlan) -> None:
     for query in plan.queries:
         check_intact(query.checkpoint, query.output.name)
         query.sink.check(query.output.name, query.fresh)
-    plan.state_dir.mkdir(parents=True, exist_ok=True)
-    write_manifest(plan.state_dir, {"job": plan.job.name, "settings": settings, "run_state": run_state})
+    with told_when_full(plan.state_dir):
+        plan.state_dir.mkdir(parents=True, exist_ok=True)
+        write_manifest(plan.state_dir, {"job": plan.job.name, "settings": settings, "run_state": run_state})
     plan.prepared = True
 
 
@@ -532,7 +534,8 @@ class Run:
         raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by, self.written_places())
         summary = self.summary(stopped_by)
         if self.plan.state_dir.is_dir():
-            (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
+            with told_when_full(self.plan.state_dir):
+                (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
         return summary
 
     def written_places(self) -> dict[str, list[Path]]:

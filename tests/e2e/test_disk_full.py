@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from speedlayer.config import RunSettings
-from speedlayer.errors import QueryFailedError
-from speedlayer.runner import Run, plan_run
+from speedlayer.errors import EnvironmentProblem, QueryFailedError
+from speedlayer.runner import Run, plan_run, prepare_state
 from tests import oracle
 from tests.e2e.killing import batch_ids, query_state
 from tests.helpers import land_files
@@ -162,3 +162,22 @@ def check_windows(spark, out: Path, files: list[list[str]], watermark: str) -> N
         assert (row["events"], row["max_speed_kmh"], row["over_limit_events"]) == (
             want["events"], want["max_speed_kmh"], want["over_limit_events"]), key
         assert row["avg_speed_kmh"] == pytest.approx(want["avg_speed_kmh"], rel=1e-9), key
+
+
+def test_a_state_dir_on_a_full_disk_is_refused_in_one_line_before_spark_starts(small_disk, tmp_path, run_cli):
+    fill(small_disk)
+    state = small_disk / "state"
+    result = run_cli("run", "fleet", "--source", "generator://?rows_per_batch=100&seed=1", "--max-events", "300",
+                     "--state-dir", str(state), "--sink", f"windows=parquet:{tmp_path / 'out'}", "--no-live", timeout=120)
+    assert result.returncode == EnvironmentProblem.exit_code and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines() == [
+        f"error: the disk under {state} is full (No space left on device): free space there or move it to a larger disk, "
+        "then run the same command again: it resumes from the last committed batch"], result.stderr
+    # in this process: the same refusal, and no lock left behind once space is freed
+    plan = plan_run(RunSettings(job="fleet", state_dir=str(state), sinks={"windows": "memory:full_disk"}))
+    with pytest.raises(EnvironmentProblem, match="the disk under .* is full"):
+        plan.lock_state()
+        prepare_state(plan)
+    (small_disk / "filler").unlink()
+    plan.lock_state()
+    plan.unlock_state()
