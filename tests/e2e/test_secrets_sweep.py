@@ -95,7 +95,9 @@ def redis_user(redis_url):
 
 
 @pytest.mark.slow
-def test_no_planted_secret_reaches_the_dashboard_or_spark_ui_of_a_running_job(tmp_path, redis_user, postgres_url):
+def test_no_planted_secret_reaches_the_dashboard_or_spark_ui_of_a_running_job(tmp_path_factory, redis_user, postgres_url):
+    # not tmp_path: this test's name holds "secret", and Spark redacts every value holding it (a path too)
+    tmp_path = tmp_path_factory.mktemp("served")
     dashboard, spark_ui = free_port(), free_port()
     database = postgres_url.rsplit("/", 1)[1]
     sink = f"postgresql://postgres:{SECRET}8@{POSTGRES.host}:{POSTGRES.port}/{database}?table=alerts"
@@ -126,6 +128,7 @@ def test_no_planted_secret_reaches_the_dashboard_or_spark_ui_of_a_running_job(tm
     # what was fetched is the real thing: the planted settings listed (redacted), the plans, every query
     shown = dict(json.loads(served["Spark UI /api/v1/applications/{app}/environment"])["sparkProperties"])
     assert shown["spark.kafka.ssl.keystore.key"] == shown[f"spark.hadoop.{AZURE_KEY}"] == "*********(redacted)"
+    assert str(tmp_path) in shown["spark.driver.extraJavaOptions"]  # a value is not redacted for its path
     plans = json.loads(served["Spark UI /api/v1/applications/{app}/sql?details=true&planDescription=true"])
     assert any("MicroBatchScan" in plan["planDescription"] for plan in plans)
     assert sum(page.startswith("Spark UI /StreamingQuery/statistics") for page in served) >= 3
