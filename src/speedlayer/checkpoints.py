@@ -87,7 +87,7 @@ def disk_full(text: str, places: Iterable[Path]) -> str | None:
 def told_when_full(place: Path) -> Iterator[None]:
     """Turn a write under ``place`` refused for lack of space into one line (EnvironmentProblem).
 
-    >>> with told_when_full(Path("/state")):
+    >>> with told_when_full(Path("/state")):  # doctest: +ELLIPSIS
     ...     raise OSError(errno.ENOSPC, "No space left on device")
     Traceback (most recent call last):
     speedlayer.errors.EnvironmentProblem: the disk under /state is full (No space left on device): ...
