@@ -3,9 +3,10 @@
 The fleet job reads landing files (one per micro-batch, events written in plain Python by
 ``tests.e2e.fleet_input``) and writes its alerts through a ``TcpProxy`` in front of the real
 server. Each Arrow record batch of ``ROWS_PER_WRITE`` rows is one write (a transaction, or one Lua
-call for Redis), so a partition of a batch takes several. The proxy holds the first writer that is
-about to send its second commit of the batch of file ``CUT_FILE`` — one write of that batch is in,
-the next is not — and the test takes the proxy down right there: refused and lost connections.
+call for Redis; see ``small_writes``), so a partition of a batch (~125 alerts) takes several. The
+proxy holds the first writer about to send its second commit of the batch of file ``CUT_FILE`` —
+one write of that batch is in, the next is not — and the test takes the proxy down right there:
+refused and lost connections.
 
 - Short outage (back after ``OUTAGE_S``, well within ``retry_for``): the batch retries and the run
   goes on, no restart.
@@ -37,8 +38,6 @@ from tests.sinks.tcp_proxy import TcpProxy
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 FILES, PER_FILE, CUT_FILE = 4, 300, 2
-#: rows per Arrow record batch, so per write: ~125 alerts a batch make several writes per partition
-ROWS_PER_WRITE = 20
 OUTAGE_S, HELD_WITHIN_S = 1.5, 180
 
 
@@ -92,16 +91,6 @@ DATABASES = {
 def database(request) -> tuple[Database, object]:
     db = DATABASES[request.param]
     return db, request.getfixturevalue(db.fixture)
-
-
-@pytest.fixture
-def small_writes(spark):
-    """Arrow record batches of ROWS_PER_WRITE rows for the queries started in the test."""
-    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    before = spark.conf.get(key)
-    spark.conf.set(key, str(ROWS_PER_WRITE))
-    yield
-    spark.conf.set(key, before)
 
 
 def fleet_settings(tmp_path: Path, sink: str) -> RunSettings:
