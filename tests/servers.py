@@ -146,7 +146,7 @@ class RedisServer:
             client.close()
 
     def restart(self) -> None:
-        """SHUTDOWN (the server writes its append-only file and exits), then start it again on the same port and directory."""
+        """SHUTDOWN (the server syncs its append-only file and exits), then start again: same port, same directory."""
         assert self.process is not None
         client = self._client()
         client.shutdown()

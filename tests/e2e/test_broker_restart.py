@@ -100,7 +100,8 @@ def test_a_redis_restart_inside_a_write_is_ridden_through_with_every_alert_once(
             after = (client.hget(f"{ALERTS}:committed", WRITER), client.xlen(ALERTS), client.xlen(SOURCE))
             proxy.up()
         summary = run.wait()
-        entries, stored = source_entries(client), [(f["event_id"], float(f["excess_kmh"])) for _, f in client.xrange(ALERTS)]
+        entries = source_entries(client)
+        stored = [(f["event_id"], float(f["excess_kmh"])) for _, f in client.xrange(ALERTS)]
         client.close()
     assert summary.stopped_by == f"--max-events {len(lines)}"
     batch = held.in_flight

@@ -1,4 +1,4 @@
-"""A sink's server lost in the middle of a write, for PostgreSQL, MariaDB and Redis: ridden through or given up and restarted.
+"""A sink's server lost inside a write (PostgreSQL, MariaDB, Redis): ridden through, or given up and restarted.
 
 The fleet job reads landing files (one per micro-batch, events written in plain Python by
 ``tests.e2e.fleet_input``) and writes its alerts through a ``TcpProxy`` in front of the real
