@@ -18,6 +18,7 @@ Both end with the stored alerts equal to the plain oracle: no alert missing, non
 
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -201,3 +202,39 @@ def test_an_outage_past_retry_for_fails_in_one_line_and_a_restart_is_exact(datab
     assert query_state(tmp_path / "state" / "checkpoints" / "alerts").committed > held.in_flight
     assert again.tracker.get(again.plan.queries[0].name).history[0]["batchId"] == held.in_flight  # replayed first
     assert_exact(db.stored(url), expected_alerts(files))
+
+
+#: how long a write may take to give up on a server that went silent, with retry_for=1s
+SILENT_GIVEN_UP_WITHIN_S = 15
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "sinks/postgres.py and sinks/mysql.py connect without a client-side read timeout (psycopg: no "
+    "tcp_user_timeout/keepalives_*; PyMySQL: no read_timeout/write_timeout), so a write whose server stops "
+    "answering (no reply, no reset: a network partition, a frozen host) blocks in recv until the OS gives up "
+    "(TCP keepalive: hours); retry_for never applies and the batch hangs"))
+@pytest.mark.parametrize("kind", ["postgres", "mysql"])
+def test_a_server_gone_silent_inside_a_write_is_given_up_after_retry_for(kind, request, spark, small_writes):
+    from speedlayer.sinks import open_sink
+    from tests.sinks.common import ALERTS_SCHEMA, alerts_frame, target
+
+    db = DATABASES[kind]
+    url = request.getfixturevalue(db.fixture)
+    with TcpProxy((db.service.host, db.service.port)) as proxy:
+        write = open_sink(db.sink(url, proxy.port, "1s")).prepare(ALERTS_SCHEMA, target("alerts"))
+        trap = proxy.hold_at(db.commit, occurrence=2)  # never released: that commit gets no answer and no reset
+        writing = threading.Thread(target=suppressed(write), args=(alerts_frame(spark, 200), 0), daemon=True)
+        writing.start()
+        assert trap.sprung.wait(HELD_WITHIN_S), "no writer reached its second commit"
+        writing.join(SILENT_GIVEN_UP_WITHIN_S)
+        still_waiting = writing.is_alive()
+    writing.join(60)  # the proxy's exit cut the connection: the write's retries end it
+    assert not still_waiting, f"the write still waits for the silent {db.kind} server {SILENT_GIVEN_UP_WITHIN_S}s later"
+
+
+def suppressed(function):
+    """``function`` with any exception swallowed (a thread's outcome is read from its liveness)."""
+    def call(*args):
+        with suppress(Exception):
+            function(*args)
+    return call
