@@ -196,6 +196,7 @@ def test_an_outage_past_retry_for_fails_in_one_line_and_a_restart_is_exact(datab
         again.start()
         assert run_through(again, tmp_path, files, CUT_FILE + 1) == "stop requested"
     message = str(failed.value)
+    print(message)
     assert message.startswith(f"query fleet_alerts failed: lost {db.what(url, proxy.port)} for "), message
     assert "(retry_for=3s)" in message and "\n" not in message
     assert_cut_mid_write(at_cut, files, held)
