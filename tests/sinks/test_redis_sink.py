@@ -15,6 +15,7 @@ from speedlayer.config import RunSettings
 from speedlayer.errors import ConfigError, SinkError
 from speedlayer.runner import Run, plan_run
 from speedlayer.sinks import open_sink
+from speedlayer.sinks.batches import Connector
 from tests import servers
 from tests.helpers import batch_output
 from tests.sinks.common import (ALERTS_SCHEMA, WINDOWS_SCHEMA, alerts_frame, run, settings, target, unmoded, window,
@@ -138,7 +139,7 @@ class FailingConnection:
 
 
 @dataclass
-class FailingConnector:
+class FailingConnector(Connector):
     """The sink's connector, but the first pipeline of every connection fails at command ``fail_at``."""
 
     inner: object
