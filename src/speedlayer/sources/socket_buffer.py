@@ -13,6 +13,7 @@ import socket
 import threading
 import time
 from collections import deque
+from itertools import islice
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ class LineBuffer:
         """Copies of the lines numbered ``after + 1`` .. ``upto`` that are still held."""
         with self._cond:
             begin, end = max(after + 1 - self.first, 0), max(upto + 1 - self.first, 0)
-            return [self._lines[i] for i in range(begin, min(end, len(self._lines)))]
+            return list(islice(self._lines, begin, end))
 
     def free_through(self, number: int) -> None:
         """Forget the lines numbered up to ``number`` (their batch is done), making room for more."""
