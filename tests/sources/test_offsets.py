@@ -196,3 +196,27 @@ def test_socket_offsets_are_the_same_when_a_batch_is_computed_twice(spark):
         query.stop()
         server.close()
     assert all(first == second for first, second in seen)
+
+
+def test_socket_offsets_continue_after_a_restart_from_the_checkpoint(spark, tmp_path):
+    """A restarted run numbers its new lines after the checkpoint's: dead letters of both runs keep their keys."""
+    seen: list[tuple[str, int]] = []
+
+    def collect(df, batch_id):  # noqa: ARG001
+        seen.extend((r.value, int(r.offset)) for r in df.collect())
+
+    for lines in (["a"] * 5, ["b"] * 3):
+        server = PushServer()
+        query = open_source(f"socket://127.0.0.1:{server.port}").read_stream(spark).writeStream.foreachBatch(collect) \
+            .option("checkpointLocation", str(tmp_path / "cp")).start()
+        try:
+            assert server.accepted.wait(30)
+            server.push(lines)
+            wanted, deadline = len(seen) + len(lines), time.monotonic() + 60
+            while len(seen) < wanted:
+                assert time.monotonic() < deadline, seen
+                query.awaitTermination(0.1)
+        finally:
+            query.stop()
+            server.close()
+    assert sorted(seen) == [("a", n) for n in range(1, 6)] + [("b", n) for n in range(6, 9)]
