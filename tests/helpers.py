@@ -36,12 +36,18 @@ def wait_for_batch(query, batch_id: int, timeout: float = 120.0) -> None:
         query.awaitTermination(0.1)
 
 
-def land_files(landing: Path, files: list[list[str]], first_mtime: datetime) -> None:
+def land_files(landing: Path, files: list[list[str]], first_mtime: datetime, first: int = 0) -> None:
     """Write each list of lines as one JSON-lines file, modified one second apart from ``first_mtime``,
-    so a files source with ``max_files_per_trigger=1`` reads them one per micro-batch in order."""
+    so a files source with ``max_files_per_trigger=1`` reads them one per micro-batch in order.
+
+    File ``i`` of the list is ``f<first + i>.jsonl``, modified at ``first_mtime + first + i`` s: files
+    landed later (``first`` > 0) go on the same sequence. Each is written under a hidden name and
+    renamed into place, so a running query never reads half a file.
+    """
     landing.mkdir(parents=True, exist_ok=True)
-    for i, lines in enumerate(files):
-        path = landing / f"f{i}.jsonl"
-        path.write_text("\n".join(lines) + "\n")
+    for i, lines in enumerate(files, start=first):
+        path, hidden = landing / f"f{i}.jsonl", landing / f".f{i}.jsonl.tmp"
+        hidden.write_text("\n".join(lines) + "\n")
         stamp = first_mtime.timestamp() + i
-        os.utime(path, (stamp, stamp))
+        os.utime(hidden, (stamp, stamp))
+        hidden.rename(path)

@@ -93,13 +93,16 @@ def unique_name(prefix: str) -> str:
 class RedisServer:
     """A dedicated redis-server on a free port with its own directory (for durability tests).
 
-    >>> with RedisServer(appendonly=True) as server: print(server.url)  # doctest: +SKIP
+    ``restart()`` shuts it down the way an operator does (``SHUTDOWN``: the append-only file is
+    synced) and starts it again on the same port with the same directory, so it reloads its data.
+
+    >>> with RedisServer(appendonly=True, appendfsync="always") as server: server.restart()  # doctest: +SKIP
     """
 
-    def __init__(self, appendonly: bool = True):
+    def __init__(self, appendonly: bool = True, appendfsync: str = "everysec"):
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="speedlayer-redis-"))
-        self.appendonly = appendonly
+        self.appendonly, self.appendfsync = appendonly, appendfsync
         self.process: subprocess.Popen | None = None
 
     @property
@@ -111,16 +114,45 @@ class RedisServer:
             unavailable("redis-server is not installed (Debian package redis-server)")
         self.process = subprocess.Popen(
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir),
-             "--appendonly", "yes" if self.appendonly else "no", "--save", ""],
+             "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", self.appendfsync, "--save", ""],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 15
-        while not port_open("127.0.0.1", self.port):
+        while not self._answers():
             if time.monotonic() > deadline or self.process.poll() is not None:
                 self.stop()
                 unavailable(f"a dedicated redis-server did not start on port {self.port}")
             time.sleep(0.1)
         return self
+
+    def _client(self):
+        """A client that tries once (redis-py would otherwise retry a command the server closed on)."""
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+
+    def _answers(self) -> bool:
+        """Whether the server answers PING (not only listens: it refuses commands while loading its data)."""
+        import redis
+
+        client = self._client()
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+
+    def restart(self) -> None:
+        """SHUTDOWN (the server syncs its append-only file and exits), then start again: same port, same directory."""
+        assert self.process is not None
+        client = self._client()
+        client.shutdown()
+        client.close()
+        self.process.wait(15)
+        self.start()
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:

@@ -12,11 +12,19 @@ the input over from the beginning and write every result again. Both are told he
 
 from __future__ import annotations
 
+import errno
 import re
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from speedlayer.errors import ConfigError
+from speedlayer.errors import ConfigError, EnvironmentProblem
 
+#: what Java (IOException) and Python (OSError errno 28) say when a write finds the disk full
+NO_SPACE = "No space left on device"
+#: free space under which a directory's disk counts as the full one (Spark frees its temporary files on failure)
+FULL_BELOW_BYTES = 64 << 20
 _DAMAGED = re.compile(r"Failed to read log file (?:file:)?(\S+?)\.? (.+)")
 
 
@@ -47,3 +55,46 @@ def damaged_log(text: str) -> str | None:
         return None
     path, reason = found.group(1).removeprefix("file:"), found.group(2).split(" SQLSTATE")[0].strip().rstrip(".")
     return f"checkpoint file {path} is damaged ({reason}): restore it from a backup, or start over with a new --state-dir"
+
+
+def _free_bytes(path: Path) -> int | None:
+    """Free space for this user on the disk holding ``path`` (or its nearest existing parent)."""
+    for place in (path, *path.parents):
+        if place.exists():
+            try:
+                return shutil.disk_usage(place).free
+            except OSError:
+                return None
+    return None
+
+
+def disk_full(text: str, places: Iterable[Path]) -> str | None:
+    """One line for a write refused because the disk is full, naming the full one of ``places``; else None.
+
+    >>> disk_full("java.io.IOException: No space left on device", [Path("/nonexistent/cp")])
+    'the disk under /nonexistent/cp is full (No space left on device): free space there or move it to a larger disk, then run the same command again: it resumes from the last committed batch'
+    """
+    if NO_SPACE not in text:
+        return None
+    places = list(places)
+    full = [p for p in places if (_free_bytes(p) or 0) < FULL_BELOW_BYTES] or places
+    where = " or ".join(str(p) for p in full) or "the state directory or an output"
+    return (f"the disk under {where} is full ({NO_SPACE}): free space there or move it to a larger disk, "
+            "then run the same command again: it resumes from the last committed batch")
+
+
+@contextmanager
+def told_when_full(place: Path) -> Iterator[None]:
+    """Turn a write under ``place`` refused for lack of space into one line (EnvironmentProblem).
+
+    >>> with told_when_full(Path("/state")):  # doctest: +ELLIPSIS
+    ...     raise OSError(errno.ENOSPC, "No space left on device")
+    Traceback (most recent call last):
+    speedlayer.errors.EnvironmentProblem: the disk under /state is full (No space left on device): ...
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise EnvironmentProblem(disk_full(NO_SPACE, [place])) from None

@@ -106,19 +106,23 @@ class RunSettings(BaseModel):
 
 #: the largest --max-ahead taken: an event accepted that far ahead holds every window back as long
 MAX_AHEAD_CAP_MS = 86_400_000
+#: the least default allowance: two clocks on one network differ by that much (a watermark of
+#: 0 s would otherwise refuse an event stamped a millisecond before it was received)
+MIN_DEFAULT_AHEAD_MS = 1_000
 
 
 def max_ahead_ms(max_ahead: str | None, watermark: str) -> int:
-    """How far ahead of its ingest time an event may be, in ms: ``max_ahead``, else a fifth of the watermark delay.
+    """How far ahead of its ingest time an event may be, in ms: ``max_ahead``, else a fifth of the
+    watermark delay, at least 1 s.
 
     An event accepted A ahead moves the watermark by A, and an on-time event then counts only if it
     is less than (delay - A) behind the newest: a fifth keeps four fifths of the delay for disorder.
 
-    >>> max_ahead_ms(None, "5s"), max_ahead_ms(None, "10min"), max_ahead_ms("250ms", "5s")
-    (1000, 120000, 250)
+    >>> max_ahead_ms(None, "5s"), max_ahead_ms(None, "10min"), max_ahead_ms("250ms", "5s"), max_ahead_ms(None, "0s")
+    (1000, 120000, 250, 1000)
     """
     if max_ahead is None:
-        return parse_duration(watermark, "--watermark") // 5
+        return max(parse_duration(watermark, "--watermark") // 5, MIN_DEFAULT_AHEAD_MS)
     ms = parse_duration(max_ahead, "--max-ahead")
     if ms > MAX_AHEAD_CAP_MS:
         raise ConfigError(f"--max-ahead {max_ahead} is over a day: one event that far ahead would hold back every "

@@ -118,8 +118,12 @@ class StateLock:
             by = f" (pid {holder})" if holder.isdigit() else ""
             raise ConfigError(f"state directory {state_dir} is in use by another run{by}: wait for it to stop, "
                               "or give this run its own --state-dir") from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:  # e.g. a full disk: the lock must not outlive the failure in this process
+            self.release()
+            raise
 
     def release(self) -> None:
         if self._fd is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlencode
 
-from speedlayer.checkpoints import check_intact
+from speedlayer.checkpoints import check_intact, told_when_full
 from speedlayer.config import RunSettings, max_ahead_ms
 from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
@@ -84,7 +84,8 @@ class RunPlan:
     def lock_state(self) -> None:
         """Take the state directory's lock (once); another run holding it is a ConfigError."""
         if self.lock is None:
-            self.lock = lock_state_dir(self.state_dir)
+            with told_when_full(self.state_dir):
+                self.lock = lock_state_dir(self.state_dir)
 
     def unlock_state(self) -> None:
         if self.lock is not None:
@@ -334,8 +335,9 @@ def prepare_state(plan: RunPlan) -> None:
     for query in plan.queries:
         check_intact(query.checkpoint, query.output.name)
         query.sink.check(query.output.name, query.fresh)
-    plan.state_dir.mkdir(parents=True, exist_ok=True)
-    write_manifest(plan.state_dir, {"job": plan.job.name, "settings": settings, "run_state": run_state})
+    with told_when_full(plan.state_dir):
+        plan.state_dir.mkdir(parents=True, exist_ok=True)
+        write_manifest(plan.state_dir, {"job": plan.job.name, "settings": settings, "run_state": run_state})
     plan.prepared = True
 
 
@@ -515,7 +517,8 @@ class Run:
             while True:
                 failed = next((q for q in self.queries if not q.isActive and q.exception() is not None), None)
                 if failed is not None:
-                    raise QueryFailedError(f"query {failed.name} failed: {first_line(failed.exception())}")
+                    line = first_line(failed.exception(), self.written_places().get(failed.name, ()))
+                    raise QueryFailedError(f"query {failed.name} failed: {line}")
                 if all(not q.isActive for q in self.queries):
                     break
                 if self.stop_requested.is_set():
@@ -531,11 +534,17 @@ class Run:
         finally:
             stop_errors = self._stop_all()
             self.plan.unlock_state()
-        raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by)
+        raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by, self.written_places())
         summary = self.summary(stopped_by)
         if self.plan.state_dir.is_dir():
-            (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
+            with told_when_full(self.plan.state_dir):
+                (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
         return summary
+
+    def written_places(self) -> dict[str, list[Path]]:
+        """By query name, the directories it writes to: its checkpoint, and a file sink's path."""
+        return {qp.name: [qp.checkpoint, *([Path(qp.sink.path)] if getattr(qp.sink, "path", None) else [])]
+                for qp in self.plan.queries}
 
     def _stop_all(self) -> dict[str, BaseException]:
         """Stop the queries after their in-flight batch (the dashboard's side queries too, so the batch a

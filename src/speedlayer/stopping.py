@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any, Iterable, Mapping
 
-from speedlayer.checkpoints import damaged_log
+from speedlayer.checkpoints import damaged_log, disk_full
 from speedlayer.errors import QueryFailedError
 from speedlayer.sinks.batches import sink_error_message
 
@@ -18,8 +19,11 @@ from speedlayer.sinks.batches import sink_error_message
 STOP_TIMEOUT_S = 120
 
 
-def first_line(error: BaseException) -> str:
+def first_line(error: BaseException, places: Iterable[Path] = ()) -> str:
     """What went wrong, in one line: a speedlayer error raised inside Spark, else the first line.
+
+    ``places`` are the directories the failed query writes to (its checkpoint, a file sink's path):
+    a full disk is told by naming the full one.
 
     >>> first_line(RuntimeError("boom\\n  at Spark..."))
     'boom'
@@ -28,13 +32,28 @@ def first_line(error: BaseException) -> str:
     if ours:
         return ours
     text = getattr(error, "desc", None) or str(error)
-    damaged = damaged_log(str(text))
-    if damaged:
-        return damaged
+    known = damaged_log(str(text)) or disk_full(f"{text}\n{_causes(error)}", places)
+    if known:
+        return known
     for line in str(text).splitlines():
         if line.strip():
             return line.strip()[:400]
     return type(error).__name__
+
+
+def _causes(error: BaseException) -> str:
+    """The Java causes of a captured Spark error, as text.
+
+    A full disk is often only the root cause (of a state store commit that failed); PySpark keeps
+    the cause chain in private attributes of its captured errors (no public accessor in 4.3).
+    """
+    texts, cause = [], getattr(error, "_cause", None)
+    for _ in range(20):  # a cycle in a cause chain must not hang the report
+        if cause is None:
+            break
+        texts += [str(getattr(cause, "_desc", "")), str(getattr(cause, "_stackTrace", ""))]
+        cause = getattr(cause, "_cause", None)
+    return "\n".join(texts)
 
 
 def _in_flight(query: Any, immediate: bool) -> int | None:
@@ -91,7 +110,8 @@ def _note_failure(query: Any, errors: dict[str, BaseException]) -> None:
         errors[query.name] = error
 
 
-def raise_if_failed_while_stopping(queries: Iterable[Any], stop_errors: dict[str, BaseException], stopped_by: str) -> None:
+def raise_if_failed_while_stopping(queries: Iterable[Any], stop_errors: dict[str, BaseException], stopped_by: str,
+                                   places: Mapping[str, list[Path]] | None = None) -> None:
     """A query whose last batch failed while the run was stopping fails the run, like any other failure.
 
     >>> raise_if_failed_while_stopping([], {}, "stop requested")
@@ -99,4 +119,5 @@ def raise_if_failed_while_stopping(queries: Iterable[Any], stop_errors: dict[str
     for query in queries:
         error = stop_errors.get(query.name)
         if error is not None:
-            raise QueryFailedError(f"query {query.name} failed while stopping ({stopped_by}): {first_line(error)}")
+            line = first_line(error, (places or {}).get(query.name, ()))
+            raise QueryFailedError(f"query {query.name} failed while stopping ({stopped_by}): {line}")

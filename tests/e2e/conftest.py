@@ -15,6 +15,8 @@ N = 20_000
 PER_TRIGGER = 2_000
 SHARDS = 2
 GENERATOR = "generator://?seed=23&late=0&rate=200&vehicles=100"
+#: rows per Arrow record batch in the outage tests: a sink's writes are that small (see ``small_writes``)
+ROWS_PER_WRITE = 20
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +50,14 @@ def stream(tmp_path_factory):
         for key in client.scan_iter(f"{prefix}*"):
             client.delete(key)
         client.close()
+
+
+@pytest.fixture
+def small_writes(spark):
+    """Arrow record batches of ROWS_PER_WRITE rows in the queries the test starts: a sink that writes
+    through ``mapInArrow`` (PostgreSQL, MySQL, Redis) then makes several writes per partition of a batch."""
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(ROWS_PER_WRITE))
+    yield
+    spark.conf.set(key, before)

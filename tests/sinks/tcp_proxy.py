@@ -1,13 +1,39 @@
 """A TCP forwarder to a real server that a test can take down and bring back (connection refused / lost),
-or that stalls: keeps every connection open and forwards nothing more (a blackholed network)."""
+that stalls: keeps every connection open and forwards nothing more (a blackholed network), or that
+holds a client at a precise point of what it sends (a trap), e.g. inside a sink's write."""
 
 from __future__ import annotations
 
 import socket
 import threading
 import time
+from dataclasses import dataclass, field
 
 from tests.servers import free_port
+
+
+@dataclass
+class Trap:
+    """Holds the first connection that is about to send ``marker`` for the ``occurrence``-th time.
+
+    What the client sends is looked at before it is forwarded: the chunk holding that occurrence
+    waits (the server has not seen it) until ``release`` is set, then goes on if the connection still
+    lives. ``sprung`` is set the moment the client is held. Markers are counted per connection.
+    """
+
+    marker: bytes
+    occurrence: int
+    sprung: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def spring(self) -> bool:
+        """Claim the trap for the calling connection (only the first one to get there is held)."""
+        with self._lock:
+            if self.sprung.is_set():
+                return False
+            self.sprung.set()
+            return True
 
 
 class TcpProxy:
@@ -28,6 +54,15 @@ class TcpProxy:
         self._flowing.set()
         #: how many connections stalled on the marker
         self.stalls = 0
+        self._trap: Trap | None = None
+
+    def hold_at(self, marker: bytes, occurrence: int = 2) -> Trap:
+        """Arm a trap (see ``Trap``) for the connections' coming traffic to the server.
+
+        >>> trap = proxy.hold_at(b"COMMIT\\x00", 2); trap.sprung.wait(60); proxy.down(); trap.release.set()  # doctest: +SKIP
+        """
+        self._trap = Trap(marker, occurrence)
+        return self._trap
 
     def up(self) -> "TcpProxy":
         listener = socket.socket()
@@ -91,17 +126,25 @@ class TcpProxy:
                     return
                 self._conns |= {client, server}
             gate = threading.Event()  # set once this connection stalled
-            for a, b, watch in ((client, server, True), (server, client, False)):
-                threading.Thread(target=self._pipe, args=(a, b, gate, watch), daemon=True).start()
+            for a, b, outward in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pipe, args=(a, b, gate, outward), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, dest: socket.socket, gate: threading.Event, watch: bool) -> None:
+    def _pipe(self, source: socket.socket, dest: socket.socket, gate: threading.Event, outward: bool) -> None:
+        seen, tail = 0, b""
         try:
             while data := source.recv(65536):
-                if watch and self._marker is not None and self._marker in data and not gate.is_set():
+                if outward and self._marker is not None and self._marker in data and not gate.is_set():
                     gate.set()
                     self.stalls += 1
                 while gate.is_set() and not self._flowing.wait(0.1):
                     pass
+                trap = self._trap if outward else None
+                if trap is not None and not trap.sprung.is_set():
+                    window = tail + data  # a marker may straddle two reads
+                    seen += window.count(trap.marker)
+                    tail = window[-(len(trap.marker) - 1):] if len(trap.marker) > 1 else b""
+                    if seen >= trap.occurrence and trap.spring():
+                        trap.release.wait()
                 dest.sendall(data)
         except OSError:
             pass
@@ -119,3 +162,5 @@ class TcpProxy:
 
     def __exit__(self, *exc) -> None:
         self.down()
+        if self._trap is not None:  # never leave a client held past the test
+            self._trap.release.set()
