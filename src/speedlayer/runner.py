@@ -187,6 +187,7 @@ def plan_run(settings: RunSettings) -> RunPlan:
     trigger = parse_trigger(settings.trigger)
     source = open_source(settings.source)
     source.event_schema = job.schema
+    source.continuous = trigger.continuous
     params = _params(settings, job, trigger.continuous)
     if job.check is not None:
         job.check(params)

@@ -6,6 +6,7 @@ overwrite each other, a NULL one is refused. The oracles are computed here from 
 
 import socket
 import threading
+import time
 
 import psycopg
 import pytest
@@ -152,7 +153,7 @@ class PushServer:
 
 
 def test_socket_offsets_are_unique_within_the_run(spark):
-    """The socket source cannot replay: its offset is an id unique in the run, not a position."""
+    """The socket source cannot replay: its offset is the line's number in the run, counted across batches."""
     server = PushServer()
     query = open_source(f"socket://127.0.0.1:{server.port}").read_stream(spark).writeStream.format("memory") \
         .queryName("offsets_socket").start()
@@ -163,12 +164,16 @@ def test_socket_offsets_are_unique_within_the_run(spark):
         query.processAllAvailable()
         server.push(["same"] * 5)  # a second micro-batch with the same lines in the same places
         rows = wait_rows(spark, "offsets_socket", 10)
+        deadline = time.monotonic() + 30  # the last batch's progress is posted after its rows are visible
+        while sum(p["numInputRows"] for p in query.recentProgress) < 10 and time.monotonic() < deadline:
+            query.awaitTermination(0.1)
         batches = [p["batchId"] for p in query.recentProgress if p["numInputRows"]]
     finally:
         query.stop()
         server.close()
     assert len(rows) == 10 and len(set(batches)) >= 2
     assert_unique(rows)
+    assert sorted(int(r.offset) for r in rows) == list(range(1, 11))
 
 
 def test_socket_offsets_are_the_same_when_a_batch_is_computed_twice(spark):
@@ -191,3 +196,27 @@ def test_socket_offsets_are_the_same_when_a_batch_is_computed_twice(spark):
         query.stop()
         server.close()
     assert all(first == second for first, second in seen)
+
+
+def test_socket_offsets_continue_after_a_restart_from_the_checkpoint(spark, tmp_path):
+    """A restarted run numbers its new lines after the checkpoint's: dead letters of both runs keep their keys."""
+    seen: list[tuple[str, int]] = []
+
+    def collect(df, batch_id):  # noqa: ARG001
+        seen.extend((r.value, int(r.offset)) for r in df.collect())
+
+    for lines in (["a"] * 5, ["b"] * 3):
+        server = PushServer()
+        query = open_source(f"socket://127.0.0.1:{server.port}").read_stream(spark).writeStream.foreachBatch(collect) \
+            .option("checkpointLocation", str(tmp_path / "cp")).start()
+        try:
+            assert server.accepted.wait(30)
+            server.push(lines)
+            wanted, deadline = len(seen) + len(lines), time.monotonic() + 60
+            while len(seen) < wanted:
+                assert time.monotonic() < deadline, seen
+                query.awaitTermination(0.1)
+        finally:
+            query.stop()
+            server.close()
+    assert sorted(seen) == [("a", n) for n in range(1, 6)] + [("b", n) for n in range(6, 9)]

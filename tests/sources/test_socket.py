@@ -14,6 +14,7 @@ from speedlayer.errors import ConfigError, SourceError
 from speedlayer.runner import plan_run
 from speedlayer.schemas import RAW_SCHEMA, VEHICLE_EVENT
 from speedlayer.sources import open_source
+from speedlayer.sources.socket_buffer import LineBuffer, split_lines
 from tests.servers import free_port
 
 GOOD = json.dumps({"event_id": "a", "vehicle_id": "V1", "event_time": "2026-11-01T10:00:01Z",
@@ -29,6 +30,8 @@ class LineServer:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.connections: list[socket.socket] = []
+        #: set once a connection has been sent every line (its sendall returned)
+        self.sent = threading.Event()
         threading.Thread(target=self._serve, daemon=True).start()
 
     def payload(self) -> bytes:
@@ -44,6 +47,7 @@ class LineServer:
             self.connections.append(conn)
             try:
                 conn.sendall(self.payload())
+                self.sent.set()
             except OSError:
                 pass  # the reachability probe hangs up at once
 
@@ -89,7 +93,10 @@ def test_lines_are_decoded_and_bad_ones_become_dead_letters(spark, server):
 
 
 def test_runs_in_continuous_mode(spark, server):
-    raw = open_source(f"socket://127.0.0.1:{server.port}").read_stream(spark)
+    """With Spark's own socket source: a Python data source cannot run in continuous mode."""
+    source = open_source(f"socket://127.0.0.1:{server.port}")
+    source.continuous = True  # as plan_run sets it for a continuous trigger
+    raw = source.read_stream(spark)
     query = raw.writeStream.format("memory").queryName("socket_continuous").trigger(continuous="1 second").start()
     try:
         rows = wait_rows(spark, "socket_continuous", len(LINES))
@@ -115,6 +122,8 @@ def test_the_plan_says_it_is_not_fault_tolerant():
     ("socket://localhost", "write socket://host:port"),
     ("socket://localhost:9999/x", "write socket://host:port"),
     ("socket://localhost:9999?rate=1", "has no option 'rate'"),
+    ("socket://localhost:9999?max_buffered_lines=0", "option 'max_buffered_lines': .*greater than 0"),
+    ("socket://localhost:9999?max_buffered_bytes=1000", "max_line_bytes .* must not exceed max_buffered_bytes .*raise max_buffered_bytes"),
 ])
 def test_bad_uris_are_one_line_config_errors(uri, match):
     with pytest.raises(ConfigError, match=match) as err:
@@ -128,3 +137,64 @@ def test_a_server_probe_leaves_the_server_usable(server):
     source.check()
     with closing(socket.create_connection(("127.0.0.1", server.port), timeout=3)) as conn:
         assert conn.recv(len(GOOD)).decode() == GOOD
+
+
+def test_the_source_holds_at_most_max_buffered_lines_and_loses_none(spark):
+    """Issue #23: a job held in its first batch while the sender writes 10x the bound. The source
+    stops reading at the bound (TCP holds the rest), so no batch reads more than the bound; once
+    the job catches up every line arrives exactly once, in order, numbered by the run."""
+    bound = 50
+    sent = [f"line {i:04d}" for i in range(10 * bound)]
+    server = LineServer(sent)
+    batches: dict[int, list[tuple[str, str]]] = {}
+
+    def collect(df, batch_id):
+        rows = [(r.offset, r.value) for r in df.collect()]
+        if rows and not batches:  # hold the first batch until the sender has written everything
+            assert server.sent.wait(30)
+        batches[batch_id] = rows
+
+    source = open_source(f"socket://127.0.0.1:{server.port}?max_buffered_lines={bound}")
+    query = source.read_stream(spark).writeStream.foreachBatch(collect).start()
+    try:
+        deadline = time.monotonic() + 60
+        while sum(map(len, batches.values())) < len(sent):
+            assert time.monotonic() < deadline, f"{sum(map(len, batches.values()))} of {len(sent)} lines arrived"
+            query.awaitTermination(0.2)
+    finally:
+        query.stop()
+        server.close()
+    sizes = [len(batches[b]) for b in sorted(batches)]
+    assert max(sizes) <= bound, sizes
+    got = [row for b in sorted(batches) for row in batches[b]]
+    assert [value for _, value in got] == sent
+    assert [offset for offset, _ in got] == [str(n) for n in range(1, len(sent) + 1)]
+
+
+def test_the_buffer_waits_for_room_and_frees_by_line_number():
+    """``put`` blocks at the bound (so the pump stops reading) until a done batch frees its lines."""
+    buffer = LineBuffer(max_lines=3, max_bytes=1000, numbered_after=10)
+    done = threading.Event()
+    threading.Thread(target=lambda: (buffer.put([b"a", b"b", b"c", b"d", b"e"], 7), done.set()), daemon=True).start()
+    deadline = time.monotonic() + 10
+    while buffer.held < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert not done.wait(0.2) and buffer.received == 13  # lines 11 .. 13 held, d and e wait
+    buffer.free_through(12)
+    assert done.wait(10)
+    assert buffer.take(12, 15) == [(b"c", 7), (b"d", 7), (b"e", 7)] and buffer.first == 13
+
+
+def test_the_buffer_bounds_bytes_too_and_a_closed_one_takes_nothing():
+    buffer = LineBuffer(max_lines=100, max_bytes=10)
+    threading.Timer(0.2, buffer.close).start()
+    assert not buffer.put([b"12345", b"67890", b"x"], 0)  # the third line would pass 10 bytes: waits, then closed
+    assert buffer.held == 2
+
+
+def test_lines_are_split_and_over_long_ones_cut_with_nothing_held_beyond():
+    lines, rest = split_lines(b"", b"x" * 10 + b"\nab\r\n" + b"y" * 50, max_line_bytes=8)
+    assert lines == [b"x" * 8, b"ab"] and rest == b"y" * 8
+    lines, rest = split_lines(rest, b"yy\n", max_line_bytes=8)
+    assert lines == [b"y" * 8] and rest == b""

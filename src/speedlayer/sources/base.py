@@ -33,6 +33,8 @@ class Source(ABC):
         self.uri = uri
         #: the job's event schema (``plan_run`` sets it): sources that read columns (csv, parquet) name them after it
         self.event_schema: EventSchema = VEHICLE_EVENT
+        #: whether the run reads in continuous mode (``plan_run`` sets it): a source may read differently there
+        self.continuous = False
 
     def check(self) -> None:
         """Fail early (one line) when the source cannot be read."""

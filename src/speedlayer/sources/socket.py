@@ -1,29 +1,37 @@
-"""``socket://host:port`` — text lines from a TCP server (Spark's ``socket`` source), for demos and tests.
+"""``socket://host:port`` — text lines from a TCP server, for demos and tests.
 
-Each line is one payload (``value``); ``ingest_time`` is when Spark received the line, ``key`` is
-empty. ``offset`` is a random UUID that Spark's ``uuid()`` gives each line as its micro-batch reads
-it: unique within the run (dead letters keyed by it never overwrite each other), but not a
-position: Spark's socket source exposes none, and a batch cannot be replayed anyway. It is **not
-fault-tolerant**: Spark keeps received lines in driver memory
-only, so lines not yet processed are lost on a failure or restart, and a restart cannot replay
-anything. Every output of a job is its own query with its own connection, so the server must
-send every line to each connection (``nc -lk`` serves one connection at a time: select one output).
+Each line is one payload (``value``); ``ingest_time`` is when the driver received the line, ``key``
+is empty, ``offset`` is the line's number in the run (1, 2, ...; a restart continues the count).
+Micro-batch queries read through ``socket_datasource`` (a Python Data Source): the driver holds at
+most ``max_buffered_lines`` lines and ``max_buffered_bytes`` bytes not yet processed; when the job
+falls behind it stops reading, and TCP flow control slows the sender down: no line is dropped,
+memory stays bounded. A line longer than ``max_line_bytes`` is cut to it (decode then refuses it).
+Continuous mode reads with Spark's own ``socket`` source, whose buffer has no bound, and whose
+``offset`` is a random UUID per line.
+
+It is **not fault-tolerant**: lines not yet processed are held in driver memory only, so they are
+lost on a failure or restart, and a restart cannot replay anything. Every output of a job is its
+own query with its own connection, so the server must send every line to each connection
+(``nc -lk`` serves one connection at a time: select one output).
 
     nc -lk 9999                                   # then type JSON lines
     speedlayer run fleet --source socket://localhost:9999 --sink alerts=console:
+    speedlayer run wordcount --source 'socket://localhost:9999?max_buffered_lines=10000'
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from contextlib import closing
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, model_validator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from speedlayer.errors import ConfigError, SourceError
 from speedlayer.sources.base import Source
+from speedlayer.sources.socket_datasource import FORMAT, SocketDataSource
 from speedlayer.uris import Uri, parse_options
 
 #: how long ``check`` waits for the server to accept a connection
@@ -31,7 +39,18 @@ CONNECT_TIMEOUT_S = 3.0
 
 
 class SocketOptions(BaseModel):
-    """The socket source takes no options."""
+    """The driver's buffer bounds (micro-batch mode): reading pauses when either is reached."""
+
+    max_buffered_lines: int = Field(100_000, gt=0, le=100_000_000, description="lines held, not yet processed")
+    max_buffered_bytes: int = Field(64 << 20, gt=0, description="bytes of lines held, not yet processed")
+    max_line_bytes: int = Field(4 << 20, gt=0, description="a longer line is cut to this many bytes")
+
+    @model_validator(mode="after")
+    def _a_line_fits(self) -> "SocketOptions":
+        if self.max_line_bytes > self.max_buffered_bytes:
+            raise ValueError(f"max_line_bytes ({self.max_line_bytes}) must not exceed max_buffered_bytes "
+                             f"({self.max_buffered_bytes}): lower it, or raise max_buffered_bytes")
+        return self
 
 
 class SocketSource(Source):
@@ -45,15 +64,28 @@ class SocketSource(Source):
         super().__init__(uri)
         if not uri.host or uri.port is None or uri.path not in ("", "/"):
             raise ConfigError(f"{uri.display}: write socket://host:port, e.g. socket://localhost:9999")
-        parse_options(SocketOptions, uri.options, "socket://")
+        self.options = parse_options(SocketOptions, uri.options, "socket://")
         self.host, self.port = uri.host, uri.port
 
     def describe(self) -> str:
         return f"socket {self.host}:{self.port} (text lines, not fault-tolerant)"
 
     def warnings(self) -> list[str]:
-        return [f"socket://{self.host}:{self.port} is not fault-tolerant: lines not yet processed are lost on a "
-                "failure or restart, and each output opens its own connection"]
+        notes = [f"socket://{self.host}:{self.port} is not fault-tolerant: lines not yet processed are lost on a "
+                 "failure or restart, and each output opens its own connection"]
+        if self.continuous:
+            notes.append("in continuous mode Spark's own socket source reads the lines: its buffer has no bound "
+                         "(max_buffered_lines applies to micro-batch triggers only)")
+        return notes
+
+    def lag(self, progress_source: dict) -> int | None:
+        """Lines received and held beyond the batch just read (micro-batch mode).
+
+        >>> SocketSource(parse_uri("socket://h:1")).lag({"endOffset": {"lines": 5}, "latestOffset": {"lines": 9}})
+        4
+        """
+        end, latest = _line_number(progress_source.get("endOffset")), _line_number(progress_source.get("latestOffset"))
+        return None if end is None or latest is None else max(0, latest - end)
 
     def check(self) -> None:
         """Fail before start when nothing accepts connections on host:port (opens and closes one).
@@ -71,6 +103,10 @@ class SocketSource(Source):
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         if max_events is not None:
             raise ConfigError("--max-events counts generated events; bound a socket run with --duration")
+        if not self.continuous:
+            spec = {"host": self.host, "port": self.port, **self.options.model_dump()}
+            spark.dataSource.register(SocketDataSource)
+            return spark.readStream.format(FORMAT).option("spec", json.dumps(spec)).load()
         lines = (spark.readStream.format("socket").option("host", self.host).option("port", self.port)
                  .option("includeTimestamp", "true").load())
         return lines.select(
@@ -80,3 +116,12 @@ class SocketSource(Source):
             F.expr("uuid()").alias("offset"),
             F.col("timestamp").alias("ingest_time"),
         )
+
+
+def _line_number(offset: object) -> int | None:
+    """``n`` of an offset ``{"lines": n}`` (as Spark's progress gives it: a dict or its JSON)."""
+    try:
+        value = json.loads(offset) if isinstance(offset, str) else offset
+        return int(value["lines"]) if isinstance(value, dict) else None
+    except (ValueError, KeyError, TypeError):
+        return None
