@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from tests import servers
+
 #: how often the checkpoint is looked at while waiting for a moment to kill
 POLL_S = 0.05
 
@@ -192,3 +194,26 @@ def kill_mid_batch(process: CliProcess, state_dir: Path, output: str, after_comm
     after = states(state_dir / "checkpoints")
     hit = after[output].in_flight
     return Kill(output, hit, after) if hit is not None else None
+
+
+# --- reading what the crashed runs wrote ----------------------------------------------------------
+
+def postgres_rows(url: str, table: str, columns: list[str]) -> list[tuple]:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url) as conn:
+        return conn.execute(sql.SQL("SELECT {} FROM {}").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(table))).fetchall()
+
+
+def mysql_rows(url: str, table: str, columns: list[str]) -> list[tuple]:
+    from contextlib import closing
+
+    import pymysql
+
+    database = url.rsplit("/", 1)[1]
+    with closing(pymysql.connect(host=servers.MARIADB.host, port=servers.MARIADB.port, user="root", password="",
+                                 database=database)) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM `{table}`")
+        return list(cur.fetchall())

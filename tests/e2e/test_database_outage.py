@@ -31,8 +31,7 @@ from speedlayer.errors import QueryFailedError
 from speedlayer.runner import Run, plan_run
 from tests import servers
 from tests.e2e.fleet_input import INGEST, event_files, expected_alerts
-from tests.e2e.killing import QueryState, query_state
-from tests.e2e.test_exactly_once import mysql_rows, postgres_rows
+from tests.e2e.killing import QueryState, mysql_rows, postgres_rows, query_state
 from tests.helpers import land_files
 from tests.sinks.tcp_proxy import TcpProxy
 

@@ -19,9 +19,8 @@ from pyspark.sql import DataFrame
 from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.config import RunSettings
-from tests import servers
 from tests.e2e.conftest import N, PER_TRIGGER
-from tests.e2e.killing import CliProcess, Kill, batch_ids, kill_mid_batch
+from tests.e2e.killing import CliProcess, Kill, batch_ids, kill_mid_batch, mysql_rows, postgres_rows
 from tests.helpers import batch_output, closed_windows
 from tests.sinks.common import as_frame
 
@@ -104,27 +103,6 @@ def expectations(spark, source: str, state: Path, outputs: list[str]) -> dict[st
             frame = closed_windows(frame, runs[output]["watermark"])
         expected[output] = frame.cache()  # counted, then compared: read Redis and recompute once
     return expected
-
-
-def postgres_rows(url: str, table: str, columns: list[str]) -> list[tuple]:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url) as conn:
-        return conn.execute(sql.SQL("SELECT {} FROM {}").format(
-            sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(table))).fetchall()
-
-
-def mysql_rows(url: str, table: str, columns: list[str]) -> list[tuple]:
-    from contextlib import closing
-
-    import pymysql
-
-    database = url.rsplit("/", 1)[1]
-    with closing(pymysql.connect(host=servers.MARIADB.host, port=servers.MARIADB.port, user="root", password="",
-                                 database=database)) as conn, conn.cursor() as cur:
-        cur.execute(f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM `{table}`")
-        return list(cur.fetchall())
 
 
 def test_postgres_mariadb_and_parquet_sinks_survive_sigkill_mid_batch_twice(spark, stream, postgres_url, mysql_url,

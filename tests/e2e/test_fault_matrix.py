@@ -26,8 +26,7 @@ import pytest
 from speedlayer.faults import DIR_ENV, ENV
 from tests import oracle, servers
 from tests.e2e.conftest import N, PER_TRIGGER
-from tests.e2e.killing import CliProcess, batch_ids, query_state, states, wait_for
-from tests.e2e.test_exactly_once import mysql_rows, postgres_rows
+from tests.e2e.killing import CliProcess, batch_ids, mysql_rows, postgres_rows, query_state, states, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from speedlayer.errors import ConfigError, EnvironmentProblem, SourceError
 from speedlayer.sources.base import Source, offsets_behind, snake_case_options
-from speedlayer.uris import Uri, parse_options
+from speedlayer.uris import Uri, is_secret_option, parse_options
 
 DEFAULT_PORT = 9092
 #: the name Spark looks the connector up by (``format("kafka")``)
@@ -44,7 +44,6 @@ _REFUSED = {
     "kafka.enable.auto.commit": "offsets are kept in the checkpoint, not committed to Kafka",
     "kafka.interceptor.classes": "Spark's Kafka source does not support interceptors",
 }
-_SECRET_WORDS = ("password", "secret", "jaas", "token", "credential")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
 
 
@@ -95,9 +94,9 @@ def check_brokers(brokers: list[str], error: type[Exception]) -> None:
 
 
 def is_secret(option: str) -> bool:
-    """Whether a Kafka client option holds a secret (passwords, JAAS config, tokens, private keys)."""
-    name = option.lower()
-    return any(word in name for word in _SECRET_WORDS) or name.endswith(".key")
+    """Whether a Kafka client option holds a secret: what ``is_secret_option`` says of any setting,
+    or a Kafka option ending in ``.key`` (a PEM private key such as ``ssl.keystore.key``)."""
+    return is_secret_option(option) or option.lower().endswith(".key")
 
 
 class KafkaOptions(BaseModel):
