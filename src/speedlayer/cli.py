@@ -67,6 +67,7 @@ def run_command(
     max_events: Optional[int] = typer.Option(None, "--max-events", help="process exactly N generated events, then exit"),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])"),
     spark_ui: Optional[str] = typer.Option(None, "--spark-ui", help="Spark's UI: local (default: 127.0.0.1 only, kill links off) | off | open (every interface)"),
+    ship: Optional[str] = typer.Option(None, "--ship", help="cluster masters: what executors get: auto (default: speedlayer and its Python packages, packed) | none | PATH of an archive"),
     conf: Optional[List[str]] = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
     option: Optional[List[str]] = typer.Option(None, "--option", help="KEY=VALUE job option, e.g. lowercase=false (repeatable)"),
     config: Optional[str] = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
@@ -101,7 +102,7 @@ def run_command(
         "rides": rides, "match_within": match_within, "match_cell": match_cell,  # ride matching
         "options": pairs(option, "--option", "KEY=VALUE"),
         "allow_changed_settings": allow_changed_settings,
-        "spark_ui": spark_ui,
+        "spark_ui": spark_ui, "ship": ship,
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
     from speedlayer.run_command import Surfaces, execute

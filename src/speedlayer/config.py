@@ -71,6 +71,8 @@ class RunSettings(BaseModel):
     allow_changed_settings: bool = False
     #: the Spark UI: on loopback ("local"), "off", or "open" on every interface (``--spark-ui``)
     spark_ui: Literal["local", "off", "open"] = "local"
+    #: what a cluster's executors get: "auto" (speedlayer and its packages, packed), "none", or an archive's path
+    ship: str = "auto"
 
     @field_validator("output_mode", mode="before")
     @classmethod

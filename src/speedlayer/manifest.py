@@ -28,7 +28,7 @@ ALLOW_FLAG = "--allow-changed-settings"
 NEUTRAL_SETTINGS = frozenset({
     "duration", "max_events",          # when the run stops
     "trigger",                         # how often batches run
-    "master", "conf", "spark_ui",      # where and how Spark runs
+    "master", "conf", "spark_ui", "ship",  # where and how Spark runs
     "sinks",                           # adding an output starts its own checkpoint; URIs are the user's choice
     "state_dir", "allow_changed_settings",
     "incident_initial_state",          # read only when the incidents query first starts

@@ -23,7 +23,8 @@ def execute_produce(plan: ProducePlan, settings: ProduceSettings, show_progress:
                   f"{plan.generator_uri()}", soft_wrap=True, markup=False)
     log_file = Path(tempfile.gettempdir()) / "speedlayer-produce-spark.log"
     errors.print(f"starting Spark ({settings.master}); Spark's log: {log_file}", soft_wrap=True, markup=False)
-    spark = build_session(settings.master, {"spark.ui.enabled": "false"}, app_name="speedlayer-produce", log_file=log_file)
+    spark = build_session(settings.master, {"spark.ui.enabled": "false"}, app_name="speedlayer-produce", log_file=log_file,
+                          announce=lambda line: errors.print(f"note: {line}", soft_wrap=True, markup=False))
     try:
         if show_progress:
             columns = [TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[speed]}"),

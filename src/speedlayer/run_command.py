@@ -90,7 +90,8 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
     if exposed:
         errors.print(f"note: {exposed}", soft_wrap=True)
     spark = build_session(settings.master, settings.conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
-                          spark_ui=settings.spark_ui)
+                          spark_ui=settings.spark_ui, ship=settings.ship,
+                          announce=lambda line: errors.print(f"note: {line}", soft_wrap=True))
 
     view = LiveView(console) if live else None
     feed = ResultsFeed(feeds=[n for n, o in plan.job.outputs.items() if not o.stateful]) if dashboard else None

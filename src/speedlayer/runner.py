@@ -29,6 +29,9 @@ from speedlayer.monitor.metrics import OBSERVATION, latency_sample
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import OUTPUT_MODES, Job, Output, Params
+from speedlayer.reach import check_reachable
+from speedlayer.session import is_local
+from speedlayer.shipping import check_ship
 from speedlayer.sinks import open_sink
 from speedlayer.sinks.base import Sink, Target
 from speedlayer.sources import open_source
@@ -91,6 +94,19 @@ class RunPlan:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+    def shared_places(self) -> dict[str, Path]:
+        """Every local path executors read or write in this run, what -> path (``speedlayer.reach``)."""
+        places: dict[str, Path] = {"--state-dir": self.state_dir}
+        for source in (self.source, *self.inputs.values()):
+            places.update(source.shared_paths())
+        for qp in self.queries:
+            places.update({f"{what} of output {qp.output.name}": path for what, path in qp.sink.shared_paths().items()})
+        if self.params.incident_initial_state and "://" not in self.params.incident_initial_state:
+            places["--incident-initial-state"] = Path(self.params.incident_initial_state).resolve()
+        if self.job.shared_paths is not None:
+            places.update(self.job.shared_paths(self.params))
+        return places
 
     def first_source(self, output: Output) -> Source:
         """The source an output's query reads first (``--max-events`` counts its events)."""
@@ -185,6 +201,7 @@ def plan_run(settings: RunSettings) -> RunPlan:
     settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
     trigger = parse_trigger(settings.trigger)
+    check_ship(settings.ship)
     source = open_source(settings.source)
     source.event_schema = job.schema
     source.continuous = trigger.continuous
@@ -440,6 +457,8 @@ class Run:
             source.check_session(self.spark)
         for qp in self.plan.queries:
             qp.sink.check_session(self.spark)
+        if not is_local(self.plan.settings.master):
+            check_reachable(self.spark, self.plan.shared_places())
         if self.plan.trigger.continuous:
             self._share_cores()
         self.spark.streams.addListener(self.tracker)

@@ -9,9 +9,11 @@ import subprocess
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
+from speedlayer import faults
 from speedlayer.errors import EnvironmentProblem
+from speedlayer.shipping import ship_plan
 
 JAVA_HINT = "install it with 'sudo apt-get install openjdk-17-jre-headless' (or set JAVA_HOME to a JDK 17+)"
 
@@ -124,14 +126,28 @@ def build_session(
     app_name: str = "speedlayer",
     log_file: Path | None = None,
     spark_ui: str = "local",
+    ship: str = "auto",
+    announce: Callable[[str], None] | None = None,
 ):
     """A SparkSession with speedlayer's defaults under ``conf``; in local mode it listens on loopback only.
+
+    On a cluster master, ``ship`` says what executors get (``speedlayer.shipping``): ``auto`` packs
+    speedlayer and its packages, ``none`` nothing, else the path of an archive; ``announce`` is
+    given the one line that says what is shipped.
 
     >>> spark = build_session("local[2]", {"spark.ui.enabled": "false"})  # doctest: +SKIP
     """
     check_java()
-    # Executors must start this interpreter, which has speedlayer's dependencies.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = dict(conf or {})
+    if is_local(master):
+        # Python workers start this interpreter, which has speedlayer's dependencies.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    else:
+        shipped = ship_plan(conf, ship)
+        os.environ.update(shipped.env)  # read when the JVM and its Python workers start
+        conf = {**shipped.conf, **{k: v for k, v in conf.items() if k not in shipped.conf}, **faults.executor_env()}
+        if announce and shipped.note:
+            announce(shipped.note)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -141,7 +157,7 @@ def build_session(
     network, env = network_conf(master, spark_ui)
     for name, value in env.items():
         os.environ.setdefault(name, value)  # read by the JVM when it starts
-    settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(default_shuffle_partitions()), **network, **(conf or {})}
+    settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(default_shuffle_partitions()), **network, **conf}
     for key, ours in (("spark.driver.extraJavaOptions", f"{logging_opts} {JIT_FLAGS}"),
                       ("spark.executor.extraJavaOptions", JIT_FLAGS)):
         settings[key] = f"{ours} {settings.get(key, '')}".strip()

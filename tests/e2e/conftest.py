@@ -1,4 +1,10 @@
-"""What the crash tests share: one Redis stream of known events, written once by the CLI producer."""
+"""What the crash and cluster tests share: one Redis stream of known events, written once by the CLI
+producer, and a Spark standalone cluster on loopback: a master and two one-core workers.
+
+The workers run with an environment that hides this virtual environment: the Python they find
+(``python3.X`` on their PATH) cannot import speedlayer, pandas or pyarrow, so a job only runs there
+if speedlayer ships them (checked once in ``cluster``, so that a passing test means shipping worked).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ import sys
 
 import pytest
 
+from speedlayer.shipping import CACHE_ENV
+from speedlayer.testing import StandaloneCluster, bare_environment
 from tests import servers
 
 #: events in the streams: 10 micro-batches of PER_TRIGGER; 100 s of event time (rate=200), 100 vehicles
@@ -17,6 +25,9 @@ SHARDS = 2
 GENERATOR = "generator://?seed=23&late=0&rate=200&vehicles=100"
 #: rows per Arrow record batch in the outage tests: a sink's writes are that small (see ``small_writes``)
 ROWS_PER_WRITE = 20
+#: the cluster: workers of one core each
+WORKERS, CORES = 2, 1
+PYTHON = f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @pytest.fixture(scope="session")
@@ -61,3 +72,25 @@ def small_writes(spark):
     spark.conf.set(key, str(ROWS_PER_WRITE))
     yield
     spark.conf.set(key, before)
+
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    bare = bare_environment()
+    probe = subprocess.run([PYTHON, "-c", "import speedlayer"], env=bare, capture_output=True, text=True,
+                           cwd=tmp_path_factory.mktemp("probe"))
+    assert probe.returncode != 0, "the workers' Python imports speedlayer: shipping would not be tested"
+    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=WORKERS, cores=CORES, memory="1g") as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def ship_cache(tmp_path_factory):
+    """One packed environment for the session's cluster runs (built by the first one)."""
+    return tmp_path_factory.mktemp("ship-cache")
+
+
+@pytest.fixture
+def cluster_env(ship_cache, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(ship_cache))

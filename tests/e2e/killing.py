@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from speedlayer.testing import descendants, processes
 from tests import servers
 
 #: how often the checkpoint is looked at while waiting for a moment to kill
@@ -114,38 +115,9 @@ def _killpg(group: int, sig: int = signal.SIGKILL) -> None:
         pass
 
 
-def _processes() -> list[tuple[int, int, int, str]]:
-    """(pid, parent pid, process group, state) of every process, from /proc (Linux)."""
-    table = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
-        table.append((int(entry), int(fields[1]), int(fields[2]), fields[0]))
-    return table
-
-
-def descendants(root: int) -> list[tuple[int, int]]:
-    """(pid, process group) of every living process below ``root``."""
-    children: dict[int, list[tuple[int, int]]] = {}
-    for pid, ppid, pgid, state in _processes():
-        if state != "Z":
-            children.setdefault(ppid, []).append((pid, pgid))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child[0])
-    return found
-
-
 def living_in(groups: set[int]) -> list[int]:
     """Processes of these groups that are still alive (zombies waiting for their reaper count as dead)."""
-    return [pid for pid, _, pgid, state in _processes() if pgid in groups and state != "Z"]
+    return [pid for pid, _, pgid, state in processes() if pgid in groups and state != "Z"]
 
 
 def wait_for(condition: Callable[[], object], process: CliProcess, timeout: float, what: str):

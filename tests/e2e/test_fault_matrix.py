@@ -18,44 +18,23 @@ Redis stream, without Spark or the job's code. No row missing, none twice, every
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from speedlayer.faults import DIR_ENV, ENV
-from tests import oracle, servers
+from tests import oracle
+from tests.e2e.checks import (check_alerts, check_congestion, check_dead_letters, check_sliding, check_windows,
+                              naive_utc, raw_entries)
 from tests.e2e.conftest import N, PER_TRIGGER
-from tests.e2e.killing import CliProcess, batch_ids, mysql_rows, postgres_rows, query_state, states, wait_for
+from tests.e2e.killing import CliProcess, batch_ids, query_state, states, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 #: the phase each run is held at, and in which batch of each query (every query has a batch of data there)
 PHASES = [("planned", 2), ("mid-write", 4), ("partition-written", 6), ("written", 8)]
 HELD_WITHIN_S, FINAL_RUN_S = 300, 600
-
-
-def naive_utc(value: datetime | str) -> datetime:
-    """A time as naive UTC, from an aware datetime (PostgreSQL) or ISO-8601 text (Redis, run summaries)."""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return value.astimezone(timezone.utc).replace(tzinfo=None) if value.tzinfo else value
-
-
-def raw_entries(stream_uri: str) -> list[tuple[str, str, datetime]]:
-    """(offset, payload, ingest time) of every entry of the source's stream shards, read with redis-py."""
-    import redis
-
-    prefix, shards = stream_uri.split("stream=")[1].split("&shards=")
-    client = redis.Redis(host=servers.REDIS.host, port=servers.REDIS.port, db=0, decode_responses=True)
-    entries = []
-    for shard in range(int(shards)):
-        key = f"{prefix}:{shard}"
-        for entry_id, fields in client.xrange(key):
-            ingest = naive_utc(datetime.fromtimestamp(int(entry_id.split("-")[0]) / 1000, timezone.utc))
-            entries.append((f"{key}/{entry_id}", fields.get("value"), ingest))
-    client.close()
-    return entries
 
 
 def hold_and_kill(args: list[str], workdir: Path, phase: str, batch: int, hooked: dict[str, str],
@@ -128,57 +107,3 @@ def test_sigkill_at_every_phase_loses_and_repeats_nothing_in_any_sink(spark, str
     check_dead_letters(f"{prefix}:dl", [(o, p) for o, p, ping in parsed if ping is None])
     check_sliding(f"{prefix}:sl", pings, closed_by("sliding"))
     check_congestion(spark, tmp_path / "out" / "congestion", pings, closed_by("congestion"))
-
-
-def check_windows(postgres_url: str, pings, closed_by: datetime) -> None:
-    columns = ["window_start", "window_end", "vehicle_id", "events", "avg_speed_kmh", "max_speed_kmh", "over_limit_events"]
-    rows = postgres_rows(postgres_url, "windows", columns)
-    expected = oracle.windows(pings, timedelta(seconds=10), closed_by)
-    got = {(naive_utc(r[0]), naive_utc(r[1]), r[2]): r[3:] for r in rows}
-    assert len(rows) == len(got) == len(expected) > 500
-    for key, want in expected.items():
-        events, avg, top, over = got[key]
-        assert (events, top, over) == (want["events"], want["max_speed_kmh"], want["over_limit_events"]), key
-        assert avg == pytest.approx(want["avg_speed_kmh"], rel=1e-9), key
-
-
-def check_alerts(mysql_url: str, pings) -> None:
-    rows = mysql_rows(mysql_url, "alerts", ["event_id", "excess_kmh"])
-    expected = oracle.alerts(pings)
-    assert len(rows) == len({r[0] for r in rows}) and len(expected) > 100
-    assert {r[0]: pytest.approx(r[1], abs=1e-9) for r in rows} == expected
-
-
-def check_dead_letters(key: str, refused: list[tuple[str, str]]) -> None:
-    import redis
-
-    client = redis.Redis(host=servers.REDIS.host, port=servers.REDIS.port, db=0, decode_responses=True)
-    got = [(fields["offset"], fields["payload"]) for _, fields in client.xrange(key)]
-    client.close()
-    assert len(refused) > 10 and len(got) == len(set(got))
-    assert sorted(got) == sorted(refused)
-
-
-def check_sliding(prefix: str, pings, closed_by: datetime) -> None:
-    import redis
-
-    client = redis.Redis(host=servers.REDIS.host, port=servers.REDIS.port, db=0, decode_responses=True)
-    got = {key.split(":")[-1]: client.hgetall(key) for key in client.scan_iter(f"{prefix}:*")}
-    client.close()
-    expected = oracle.latest_sliding(pings, timedelta(minutes=1), timedelta(seconds=10), closed_by)
-    assert set(got) == set(expected) and len(expected) == 100
-    for vehicle, want in expected.items():
-        row = got[vehicle]
-        end = naive_utc(row["window_end"])
-        assert (end, int(row["events"])) == (want["window_end"], want["events"]), vehicle
-        assert float(row["avg_speed_kmh"]) == pytest.approx(want["avg_speed_kmh"], rel=1e-9), vehicle
-
-
-def check_congestion(spark, path: Path, pings, closed_by: datetime) -> None:
-    table = [r.asDict() for r in spark.read.parquet(str(path)).collect()]  # through _spark_metadata: committed files
-    got = {(r["window_start"], r["zone_id"]): r for r in table}
-    expected = oracle.congestion(pings, closed_by)
-    assert len(table) == len(got) == len(expected) > 0
-    for key, want in expected.items():
-        assert got[key]["events"] == want["events"], key
-        assert got[key]["avg_speed_kmh"] == pytest.approx(want["avg_speed_kmh"], rel=1e-9), key

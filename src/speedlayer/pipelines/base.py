@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping
 
@@ -109,6 +111,9 @@ class Job:
     #: second event streams some outputs join, by name (a run setting of that name gives the source URI);
     #: the pipeline receives each as a keyword argument, a ``Decoded``, when the output it builds reads it
     inputs: Mapping[str, EventSchema] = field(default_factory=dict)
+    #: local files or directories the job reads on executors (a model, a table), what -> path: on a
+    #: cluster each is checked to be shared by every machine before start (``speedlayer.reach``)
+    shared_paths: Callable[[Params], Mapping[str, Path]] | None = None
 
     def with_max_ahead(self, max_ahead_ms: int) -> "Job":
         """This job with every stream's schema allowing event times ``max_ahead_ms`` ahead of ingest time.

@@ -45,6 +45,16 @@ def check(params: Params) -> None:
                           "or leave --option profiles out to use the model's")
 
 
+def model_paths(params: Params) -> dict[str, Path]:
+    """The model and profile directories: Spark reads both on the executors."""
+    options: FraudOptions = params.options or FraudOptions()
+    model = Path(options.model).expanduser().resolve()
+    paths = {"--option model": model}
+    if options.profiles:
+        paths["--option profiles"] = Path(options.profiles).expanduser().resolve()
+    return paths
+
+
 def scored_transactions(events: DataFrame, params: Params) -> DataFrame:
     """Each (deduplicated) transaction with its card profile and ``fraud_score``."""
     options: FraudOptions = params.options or FraudOptions()
@@ -78,6 +88,7 @@ FRAUD = Job(
     },
     default_outputs=("alerts",),
     default_source="generator://?kind=transactions&rate=200",
+    shared_paths=model_paths,
     defaults={"watermark": "30s"},
     options=FraudOptions,
     check=check,

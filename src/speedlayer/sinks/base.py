@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -64,6 +65,10 @@ class Sink(ABC):
     def records(self, df: DataFrame, target: Target) -> DataFrame:
         """The rows this sink writes, from the output's rows (default: unchanged)."""
         return df
+
+    def shared_paths(self) -> dict[str, Path]:
+        """Local directories executors write (what -> path); on a cluster each must be shared."""
+        return {}
 
     def check_session(self, spark: SparkSession) -> None:
         """Fail before start when the session lacks something this sink needs (e.g. a connector jar)."""

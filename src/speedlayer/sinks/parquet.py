@@ -24,6 +24,9 @@ class ParquetSink(Sink):
         self.path: Path = uri.local_path()
         self.partition_by = [c for c in uri.options.get("partition_by", "").split(",") if c]
 
+    def shared_paths(self) -> dict[str, Path]:
+        return {"the parquet directory": self.path}
+
     def describe(self) -> str:
         return f"parquet:{self.path}"
 

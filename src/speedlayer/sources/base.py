@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Mapping, MutableMapping
 
@@ -47,6 +48,10 @@ class Source(ABC):
 
         The runner calls it right after the session starts, before any query.
         """
+
+    def shared_paths(self) -> dict[str, Path]:
+        """Local directories executors read or write (what -> path); on a cluster each must be shared."""
+        return {}
 
     def warnings(self) -> list[str]:
         """Notes shown before the run starts (``RunPlan.notes``), e.g. that the source is not fault-tolerant."""

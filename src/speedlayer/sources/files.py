@@ -99,6 +99,9 @@ class FilesSource(Source):
         elif o.source_archive_dir:
             raise ConfigError("files:// source_archive_dir is used only with clean_source=archive: add it or drop the directory")
 
+    def shared_paths(self) -> dict[str, Path]:
+        return {"the landing directory": self.path}
+
     def describe(self) -> str:
         kind = {"json": "JSON lines", "text": "text lines", "csv": "CSV", "parquet": "parquet"}[self.options.format]
         cleaning = {"archive": f", processed files moved to {self.archive_dir}", "delete": ", processed files deleted"}

@@ -1,0 +1,77 @@
+"""The fleet job on a Spark standalone cluster whose workers have nothing of speedlayer installed.
+
+Every run is the CLI with ``--master spark://...``: speedlayer packs itself and its Python packages,
+the executors unpack them, and the Redis source, the sinks and the state processors run there. The
+results are checked against the plain-Python oracle (Redis into PostgreSQL) and against the same
+command in local mode (files into Parquet), row for row.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.testing import assertDataFrameEqual
+
+from speedlayer.shipping import ALIAS
+from tests.e2e.checks import check_windows, final_watermark, raw_entries, stream_pings
+from tests.e2e.killing import CliProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+RUN_S = 600
+
+
+def run_ok(args: list[str], workdir: Path, name: str) -> str:
+    process = CliProcess(args, workdir, workdir / f"{name}.log")
+    assert process.wait(RUN_S) == 0, process.tail()
+    output = process.output()
+    assert "Traceback" not in output, output[-3000:]
+    return output
+
+
+def shipped_to(cluster) -> list[Path]:
+    """The unpacked environments in the workers' application directories (one per executor that ran)."""
+    return [p for w in cluster.workers for p in w.work_dir.glob(f"app-*/*/{ALIAS}/speedlayer/__init__.py")]
+
+
+def test_redis_to_postgres_on_a_cluster_matches_the_oracle(cluster, cluster_env, stream, postgres_url, tmp_path):
+    state = tmp_path / "state"
+    output = run_ok(["run", "fleet", "--source", stream, "--sink", f"windows={postgres_url}?table=windows",
+                     "--trigger", "available-now", "--state-dir", str(state), "--master", cluster.url,
+                     "--spark-ui", "off", "--no-live"], tmp_path, "cluster")
+    assert re.search(r"shipping speedlayer and \d+ Python packages to the executors .* they run python3\.\d+", output)
+    assert len(shipped_to(cluster)) >= 1, "no executor unpacked the shipped environment"
+
+    check_windows(postgres_url, stream_pings(stream), final_watermark(state, "windows"))
+
+
+def land(stream: str, landing: Path, files: int = 4) -> None:
+    """The stream's payloads as ``files`` JSON-lines files, oldest first."""
+    payloads = [payload for _, payload, _ in sorted(raw_entries(stream), key=lambda e: (e[2], e[0]))]
+    landing.mkdir(parents=True)
+    now = time.time()  # ingest time: the events lie some minutes before it
+    per_file = -(-len(payloads) // files)
+    for n in range(files):
+        path = landing / f"part-{n}.json"
+        path.write_text("\n".join(payloads[n * per_file:(n + 1) * per_file]) + "\n")
+        os.utime(path, (now + n, now + n))
+
+
+def test_files_to_parquet_on_a_cluster_equals_local_mode(spark, cluster, cluster_env, stream, tmp_path):
+    landing = tmp_path / "landing"
+    land(stream, landing)
+    results = {}
+    for where, master in (("cluster", cluster.url), ("local", "local[2]")):
+        out = tmp_path / where
+        run_ok(["run", "fleet", "--source", f"files://{landing}", "--sink", f"windows=parquet:{out / 'windows'}",
+                "--sink", f"alerts=parquet:{out / 'alerts'}", "--trigger", "available-now",
+                "--state-dir", str(tmp_path / f"state-{where}"), "--master", master, "--spark-ui", "off", "--no-live"],
+               tmp_path, where)
+        results[where] = {name: spark.read.parquet(str(out / name)) for name in ("windows", "alerts")}
+    for name in ("windows", "alerts"):
+        assert results["local"][name].count() > 100, name
+        assertDataFrameEqual(results["cluster"][name], results["local"][name])
