@@ -22,8 +22,8 @@ from typing import Iterator, Mapping
 from speedlayer.errors import ConfigError
 
 PROBE_PREFIX = ".speedlayer-reach-"
-FIX = ("on a cluster, every machine must see it at the same path: put it on shared storage mounted everywhere "
-       "(e.g. NFS), or run with --master local[*]")
+FIX = ("on a cluster every machine must see these at the same path: put them on shared storage mounted "
+       "everywhere (e.g. NFS), or run with --master local[*]")
 
 
 def shared_places(*groups: Mapping[str, Path]) -> dict[str, Path]:
@@ -45,7 +45,7 @@ def _look(probes: dict[str, str], token: str) -> Iterator[tuple[str, str, str]]:
         except OSError:
             seen = ""
         if seen != token:
-            yield what, host, "cannot see it"
+            yield what, host, "cannot see"
             continue
         mine = f"{probe}-{host}-{os.getpid()}"
         try:
@@ -53,7 +53,7 @@ def _look(probes: dict[str, str], token: str) -> Iterator[tuple[str, str, str]]:
                 handle.write(token)
             os.unlink(mine)
         except OSError as exc:
-            yield what, host, f"cannot write in it ({exc.strerror or exc})"
+            yield what, host, f"cannot write in ({exc.strerror or exc})"
             continue
         yield what, host, ""
 
@@ -79,8 +79,9 @@ def check_reachable(spark, places: Mapping[str, Path]) -> None:
     finally:
         for probe in probes.values():
             Path(probe).unlink(missing_ok=True)
-    problems = sorted({(what, host, problem) for what, host, problem in found if problem})
+    problems = sorted({(problem, what, host) for what, host, problem in found if problem})
     if problems:
-        what, host, problem = problems[0]
-        others = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise ConfigError(f"{what} {places[what]}: an executor on {host} {problem}{others}; {FIX}")
+        problem = problems[0][0]
+        hosts = sorted({host for p, _, host in problems if p == problem})
+        places_hit = [f"{what} {places[what]}" for what in dict.fromkeys(w for p, w, _ in problems if p == problem)]
+        raise ConfigError(f"an executor on {', '.join(hosts)} {problem}: {', '.join(places_hit)}; {FIX}")

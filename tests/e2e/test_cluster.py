@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -75,3 +77,22 @@ def test_files_to_parquet_on_a_cluster_equals_local_mode(spark, cluster, cluster
     for name in ("windows", "alerts"):
         assert results["local"][name].count() > 100, name
         assertDataFrameEqual(results["cluster"][name], results["local"][name])
+
+
+def test_a_state_dir_that_only_the_driver_sees_is_refused_before_start(cluster, cluster_env, tmp_path):
+    """The driver runs in a mount namespace of its own where the state dir is a private tmpfs: the
+    executors see the (empty) directory under it, as another machine sees its own local disk."""
+    private = tmp_path / "private"
+    private.mkdir()
+    mount_then_run = f'mount -t tmpfs speedlayer-private "{private}" && exec "$@"'
+    command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount_then_run, "sh",
+               sys.executable, "-m", "speedlayer", "run", "fleet", "--source", "generator://?rate=100",
+               "--sink", "windows=memory:refused_windows", "--max-events", "100", "--state-dir", str(private / "state"),
+               "--master", cluster.url, "--spark-ui", "off", "--no-live"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_S, env={**os.environ, "COLUMNS": "300"})
+    assert result.returncode != 0, result.stdout[-2000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    error = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "error: an executor on " in error[0], result.stderr[-3000:]
+    assert f" cannot see: --state-dir {private / 'state'}; " in error[0] and "shared storage" in error[0]
+    assert not list(private.iterdir()), "the driver's private directory leaked to the executors' view"

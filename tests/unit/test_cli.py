@@ -26,6 +26,7 @@ def run(capsys, *argv):
     (["run", "fleet", "--watermark", "soon"], "invalid --watermark"),
     (["run", "fleet", "--max-ahead", "soon"], "invalid --max-ahead 'soon'"),
     (["run", "fleet", "--max-ahead", "2d"], "--max-ahead 2d is over a day"),
+    (["run", "fleet", "--master", "spark://h:7077", "--ship", "/no/env.tar.gz"], "--ship /no/env.tar.gz: no such archive"),
     # --- speeding incidents (issue 4) ---
     (["run", "fleet", "--sink", "incidents=console:", "--incident-after", "0s"], "--incident-after must be longer than zero"),
     (["run", "fleet", "--sink", "incidents=console:", "--incident-timeout", "0"], "--incident-timeout must be longer than zero"),
