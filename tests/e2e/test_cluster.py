@@ -19,7 +19,9 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.shipping import ALIAS
-from tests.e2e.checks import check_windows, final_watermark, raw_entries, stream_pings
+from tests import oracle
+from tests.e2e.checks import (check_alerts, check_dead_letters, check_sliding, check_windows, final_watermark,
+                              raw_entries, stream_pings)
 from tests.e2e.killing import CliProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -40,15 +42,24 @@ def shipped_to(cluster) -> list[Path]:
     return [p for w in cluster.workers for p in w.work_dir.glob(f"app-*/*/{ALIAS}/speedlayer/__init__.py")]
 
 
-def test_redis_to_postgres_on_a_cluster_matches_the_oracle(cluster, cluster_env, stream, postgres_url, tmp_path):
+def test_redis_into_every_kind_of_sink_on_a_cluster_matches_the_oracle(cluster, cluster_env, stream, postgres_url,
+                                                                       mysql_url, redis_url, tmp_path):
+    redis_base, prefix = redis_url
+    sinks = {"windows": f"{postgres_url}?table=windows", "alerts": f"{mysql_url}?table=alerts",
+             "dead-letters": f"{redis_base}?prefix={prefix}:dl", "sliding": f"{redis_base}?prefix={prefix}:sl"}
     state = tmp_path / "state"
-    output = run_ok(["run", "fleet", "--source", stream, "--sink", f"windows={postgres_url}?table=windows",
+    output = run_ok(["run", "fleet", "--source", stream, *(a for o, uri in sinks.items() for a in ("--sink", f"{o}={uri}")),
                      "--trigger", "available-now", "--state-dir", str(state), "--master", cluster.url,
                      "--spark-ui", "off", "--no-live"], tmp_path, "cluster")
     assert re.search(r"shipping speedlayer and \d+ Python packages to the executors .* they run python3\.\d+", output)
     assert len(shipped_to(cluster)) >= 1, "no executor unpacked the shipped environment"
 
-    check_windows(postgres_url, stream_pings(stream), final_watermark(state, "windows"))
+    pings = stream_pings(stream)
+    check_windows(postgres_url, pings, final_watermark(state, "windows"))
+    check_alerts(mysql_url, pings)
+    refused = [(o, p) for o, p, ingest in raw_entries(stream) if oracle.parse(p, ingest) is None]
+    check_dead_letters(f"{prefix}:dl", refused)
+    check_sliding(f"{prefix}:sl", pings, final_watermark(state, "sliding"))
 
 
 def land(stream: str, landing: Path, files: int = 4) -> None:
@@ -63,19 +74,23 @@ def land(stream: str, landing: Path, files: int = 4) -> None:
         os.utime(path, (now + n, now + n))
 
 
+#: windows (a JVM state store), and incidents: a transformWithStateInPandas processor on the executors
+OUTPUTS = ("windows", "incidents")
+
+
 def test_files_to_parquet_on_a_cluster_equals_local_mode(spark, cluster, cluster_env, stream, tmp_path):
     landing = tmp_path / "landing"
     land(stream, landing)
     results = {}
     for where, master in (("cluster", cluster.url), ("local", "local[2]")):
         out = tmp_path / where
-        run_ok(["run", "fleet", "--source", f"files://{landing}", "--sink", f"windows=parquet:{out / 'windows'}",
-                "--sink", f"alerts=parquet:{out / 'alerts'}", "--trigger", "available-now",
-                "--state-dir", str(tmp_path / f"state-{where}"), "--master", master, "--spark-ui", "off", "--no-live"],
+        run_ok(["run", "fleet", "--source", f"files://{landing}",
+                *(a for name in OUTPUTS for a in ("--sink", f"{name}=parquet:{out / name}")), "--trigger", "available-now",
+                "--incident-after", "2s", "--state-dir", str(tmp_path / f"state-{where}"), "--master", master, "--spark-ui", "off", "--no-live"],
                tmp_path, where)
-        results[where] = {name: spark.read.parquet(str(out / name)) for name in ("windows", "alerts")}
-    for name in ("windows", "alerts"):
-        assert results["local"][name].count() > 100, name
+        results[where] = {name: spark.read.parquet(str(out / name)) for name in OUTPUTS}
+    for name in OUTPUTS:
+        assert results["local"][name].count() > (100 if name != "incidents" else 0), name
         assertDataFrameEqual(results["cluster"][name], results["local"][name])
 
 
