@@ -154,3 +154,18 @@ def test_a_local_session_has_one_executor_the_driver_with_its_cores(spark):
     assert scheduler_reader(spark, local=True)() == [ExecutorRecord("driver", cores=2)]
     assert scheduler_reader(spark, local=False)() == []
 
+
+
+def test_a_bounded_local_run_records_its_executor_for_status(spark, tmp_path):
+    from speedlayer.config import RunSettings
+    from speedlayer.runner import Run, plan_run
+
+    state = tmp_path / "state"
+    plan = plan_run(RunSettings(job="fleet", source="generator://?seed=3&rate=1000&vehicles=5", max_events=1000,
+                                state_dir=str(state), sinks={"alerts": "memory:executors_alerts"}))
+    run = Run(spark, plan)
+    run.start_and_wait()
+    assert run.executors.report.alive == 1
+    data = json.loads((state / EXECUTORS_FILE).read_text())
+    assert (data["running"], data["local"], data["alive"], data["cores"], data["lost_count"]) == (False, True, 1, 2, 0)
+    assert status_lines(state)[0].startswith("executors: local (the driver), 2 cores (when the run stopped, ")
