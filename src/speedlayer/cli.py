@@ -219,10 +219,11 @@ def status_command(
     state_dir: str = typer.Option(..., "--state-dir", help="the --state-dir of a run (or one query's checkpoint)"),
     operators: bool = typer.Option(True, "--operators/--no-operators", help="describe stateful operators with Spark's state-metadata source (starts Spark)"),
 ) -> None:
-    """Each query's last committed batch, offsets and watermark, read from the checkpoints (running or stopped)."""
+    """Each query's last committed batch, offsets and watermark, read from the checkpoints (running or stopped), and the run's executors."""
     import tempfile
     from pathlib import Path
 
+    from speedlayer.monitor.executors import status_lines
     from speedlayer.monitor.status import add_operators, compact, find_checkpoints, iso
 
     statuses = find_checkpoints(Path(state_dir))
@@ -249,6 +250,8 @@ def status_command(
                 out.print(f"  operator {op.get('operatorId')} {op.get('operatorName')} store {op.get('stateStoreName')}, "
                           f"{op.get('numPartitions')} partitions, batches {op.get('minBatchId')}..{op.get('maxBatchId')}",
                           soft_wrap=True, markup=False)
+    for line in status_lines(Path(state_dir)):  # recorded by the run: executors alive, cores, lost
+        out.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
 @app.command("train")

@@ -25,6 +25,7 @@ from speedlayer.decode import decode
 from speedlayer.durations import format_duration, parse_duration, positive_duration
 from speedlayer.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.manifest import StateLock, check_resume, has_progress, lock_state_dir, read_manifest, write_manifest
+from speedlayer.monitor.executors import ExecutorWatch, save_report
 from speedlayer.monitor.metrics import OBSERVATION, latency_sample
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.pipelines import get_job
@@ -436,6 +437,9 @@ class Run:
         self.spark, self.plan = spark, plan
         interval = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
         self.tracker = ProgressTracker(interval, plan.source.lag)
+        #: the executors running the tasks (a cluster's count, cores and losses); read at most once a second
+        self.executors = ExecutorWatch.for_session(spark, on_change=lambda r: save_report(plan.state_dir, r, True))
+        self.tracker.subscribe(lambda _: self.executors.poll())
         self.queries: list[Any] = []
         #: queries that serve views (the dashboard's feed), stopped with the run, never waited for
         self.side_queries: list[Any] = []
@@ -462,6 +466,7 @@ class Run:
         if self.plan.trigger.continuous:
             self._share_cores()
         self.spark.streams.addListener(self.tracker)
+        self.executors.poll(force=True)
         self._started_at = time.monotonic()
         plan = self.plan
         try:
@@ -552,6 +557,7 @@ class Run:
                 time.sleep(0.2)
         finally:
             stop_errors = self._stop_all()
+            save_report(self.plan.state_dir, self.executors.poll(force=True), running=False)
             self.plan.unlock_state()
         raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by, self.written_places())
         summary = self.summary(stopped_by)

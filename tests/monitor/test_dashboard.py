@@ -10,6 +10,7 @@ from speedlayer.cli import main
 from speedlayer.config import RunSettings
 from speedlayer.errors import ConfigError
 from speedlayer.monitor.dashboard import open_server
+from speedlayer.monitor.executors import ExecutorRecord, ExecutorWatch
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.runner import Run, plan_run
 from speedlayer.sinks.console import BatchView
@@ -29,6 +30,13 @@ def served(tmp_path):
                            state_dir=str(tmp_path / "st"))
     run = Run(None, plan_run(settings))  # planned, not started: the server needs no Spark
     run.tracker.record(RECORDED[0])
+    lists = iter([[ExecutorRecord("driver"), ExecutorRecord("0", "10.0.0.5:41000", cores=2),
+                   ExecutorRecord("1", "10.0.0.6:41001", cores=2)],
+                  [ExecutorRecord("driver"), ExecutorRecord("0", "10.0.0.5:41000", cores=2),
+                   ExecutorRecord("1", "10.0.0.6:41001", False, 2, 1795354442114, "Worker lost")]])
+    run.executors = ExecutorWatch(lambda: next(lists), local=False, since_ms=0)  # a cluster that loses one
+    run.executors.poll()
+    run.executors.poll(force=True)
     feed = ResultsFeed(feeds=["alerts"])
     feed.show_batch(BatchView("fleet", "alerts", 4, ["event_id", "vehicle_id", "speed_kmh"], [("e-9", "V0001", 97.5)], 1))
     feed.set_positions(4, [{"vehicle_id": "V0001", "lat": 52.5, "lon": 13.4, "speed_kmh": 97.5}], "vehicle_id")
@@ -50,6 +58,17 @@ def test_state_holds_queries_metrics_feeds_and_no_secret(served):
     assert windows["series"]["late_events_kept"] == [None]  # only the late query observes it
     assert state["feeds"]["alerts"][0]["event_id"] == "e-9"
     assert state["positions"][0]["vehicle_id"] == "V0001" and state["zones"]
+
+
+def test_state_and_metrics_show_the_executors_and_the_lost_one(served):
+    executors = json.loads(get(served.url + "/api/state")[2])["executors"]
+    assert {k: executors[k] for k in ("local", "alive", "cores", "lost_count", "summary")} == {
+        "local": False, "alive": 1, "cores": 2, "lost_count": 1, "summary": "1 (1 lost)"}
+    assert executors["lost"] == [{"id": "1", "host_port": "10.0.0.6:41001", "lost_ms": 1795354442114,
+                                  "lost_at": "2026-11-22T13:34:02.114Z", "reason": "Worker lost"}]
+    text = get(served.url + "/metrics")[2]
+    assert 'speedlayer_executors{job="fleet"} 1.0' in text and 'speedlayer_executors_lost_total{job="fleet"} 1.0' in text
+    assert "executorsKpi(s.executors)" in get(served.url + "/static/app.js")[2]
 
 
 def test_page_and_assets_are_served_from_the_package(served):

@@ -79,6 +79,24 @@ def test_prometheus_text_parses_with_labels_by_job_and_query():
     assert value("speedlayer_batch_duration_seconds", le="2.5") == 1  # 1.6 s falls in the 2.5 s bucket
 
 
+def test_prometheus_counts_executors_their_cores_and_the_lost_ones():
+    from speedlayer.monitor.executors import ExecutorRecord, ExecutorWatch
+
+    lists = iter([[ExecutorRecord("driver"), ExecutorRecord("0", cores=2), ExecutorRecord("1", cores=2)],
+                  [ExecutorRecord("driver"), ExecutorRecord("0", cores=2)]])
+    watch = ExecutorWatch(lambda: next(lists), local=False)
+    watch.poll()
+    watch.poll(force=True)
+    text = generate_latest(metrics_registry("fleet", ProgressTracker(), watch)).decode()
+    samples = {s.name: (s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples["speedlayer_executors"] == ({"job": "fleet"}, 1)
+    assert samples["speedlayer_executor_cores"] == ({"job": "fleet"}, 2)
+    assert samples["speedlayer_executors_lost_total"] == ({"job": "fleet"}, 1)
+    # not known yet (no Spark read so far): no executor figures rather than made-up ones
+    quiet = generate_latest(metrics_registry("fleet", ProgressTracker(), ExecutorWatch(None, local=False))).decode()
+    assert "speedlayer_executors" not in quiet
+
+
 def test_latency_stays_that_of_the_newest_batch_with_events():
     tracker = ProgressTracker()
     for p in RECORDED:  # the second batch read nothing
@@ -102,6 +120,29 @@ def test_terminal_view_shows_rates_and_latency(tmp_path):
     console.print(rates_table(run))
     text = console.export_text()
     assert "2,000" in text and "6,250" in text and "2,600ms / 5,600ms / 6,400ms" in text
+
+
+def test_terminal_view_shows_the_executors_and_the_last_lost_one(tmp_path):
+    from rich.console import Console
+
+    from speedlayer.config import RunSettings
+    from speedlayer.monitor.executors import ExecutorRecord, ExecutorWatch
+    from speedlayer.monitor.view import LiveView
+    from speedlayer.runner import Run, plan_run
+
+    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}, state_dir=str(tmp_path))))
+    view = LiveView(Console(record=True, width=200))
+    view._run = run
+    view.console.print(view)
+    assert "executors" not in view.console.export_text()  # nothing known: no line
+    lists = iter([[ExecutorRecord("driver"), ExecutorRecord("0", cores=2), ExecutorRecord("1", cores=2)],
+                  [ExecutorRecord("driver"), ExecutorRecord("0", cores=2),
+                   ExecutorRecord("1", active=False, cores=2, removed_ms=1795354442114, reason="Worker lost")]])
+    run.executors = ExecutorWatch(lambda: next(lists), local=False, since_ms=0)
+    run.executors.poll()
+    run.executors.poll(force=True)
+    view.console.print(view)
+    assert "executors 1 (1 lost), 2 cores · last lost: 1 at 13:34:02Z (Worker lost)" in view.console.export_text()
 
 
 # --- late events kept (issue 6) ---

@@ -34,6 +34,23 @@ def test_cli_prints_the_table(tmp_path, capsys):
     assert "windows" in out and "batch 4 planned, not committed" in out and "1970-01-01T00:00:03.500Z" in out
 
 
+def test_cli_prints_the_executors_the_run_recorded(tmp_path, capsys):
+    from speedlayer.monitor.executors import ExecutorBook, ExecutorRecord, save_report
+
+    write_checkpoint(tmp_path / "checkpoints" / "windows", committed=3, planned=3)
+    main(["status", "--state-dir", str(tmp_path)])
+    assert "executors" not in capsys.readouterr().out  # a run that recorded none (an older one)
+    book = ExecutorBook(local=False, since_ms=0)
+    book.update([ExecutorRecord("driver"), ExecutorRecord("0", "h0:1", cores=2), ExecutorRecord("1", "h1:1", cores=2)], 1_000)
+    book.update([ExecutorRecord("driver"), ExecutorRecord("0", "h0:1", cores=2),
+                 ExecutorRecord("1", "h1:1", False, 2, 1795354442114, "Worker lost")], 2_000)
+    save_report(tmp_path, book.report, running=True)
+    main(["status", "--state-dir", str(tmp_path)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2:] == ["executors 1 (1 lost), 2 cores (since 1970-01-01T00:00:02.000Z)",
+                          "  lost executor 1 on h1:1 at 2026-11-22T13:34:02.114Z: Worker lost"]
+
+
 def test_not_a_checkpoint_is_one_line(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("hello")
     with pytest.raises(ConfigError, match="is not a checkpoint"):

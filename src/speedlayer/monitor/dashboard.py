@@ -119,6 +119,8 @@ def run_state(run: "Run", feed: ResultsFeed | None, zones: list | None = None) -
         "outputs": {name: {"stateful": o.stateful, "summary": o.summary} for name, o in plan.job.outputs.items()},
         "queries": queries,
         "stopping": run.stop_requested.is_set(),
+        # executors running the tasks: {"local", "alive", "cores", "lost_count", "lost": [...], "summary": "2 (1 lost)"}
+        "executors": run.executors.poll().as_dict(),
     }
     state.update(feed.snapshot() if feed is not None else {"latest": {}, "feeds": {}, "positions": []})
     state["zones"] = zones or []
@@ -222,7 +224,7 @@ class DashboardServer(ThreadingHTTPServer):
         return f"http://{host}:{port}"
 
     def serve(self, run: "Run", feed: ResultsFeed | None = None) -> None:
-        self.registry = metrics_registry(run.plan.job.name, run.tracker)
+        self.registry = metrics_registry(run.plan.job.name, run.tracker, run.executors)
         zones = _zones(run) if not self.metrics_only else []
         self._state = lambda: run_state(run, feed, zones)
         self._thread = threading.Thread(target=self.serve_forever, name="speedlayer-dashboard", daemon=True)

@@ -1,7 +1,9 @@
 """Prometheus metrics of a run, labelled by job and query, read from the progress tracker at scrape time.
 
-The tracker is filled by Spark's listener after each batch; a scrape only reads what it holds
-(nothing polls Spark). Counters are totals since the run started; gauges are the last batch's.
+The tracker is filled by Spark's listener after each batch; a scrape only reads what it holds,
+except the executors (labelled by job only), which a scrape reads from Spark's status store at
+most once a second (``ExecutorWatch``). Counters are totals since the run started; gauges are the
+last batch's, or now's for the executors.
 
 >>> registry = metrics_registry(run)          # doctest: +SKIP
 >>> text = generate_latest(registry)          # doctest: +SKIP
@@ -15,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from speedlayer.monitor.executors import ExecutorWatch
 from speedlayer.monitor.progress import DURATION_BUCKETS, ProgressTracker
 
 if TYPE_CHECKING:
@@ -26,10 +29,10 @@ QUANTILE_LABELS = {"p50": "0.5", "p95": "0.95", "p99": "0.99"}
 
 
 class RunCollector(Collector):
-    """Yields the metric families of every query the tracker knows."""
+    """Yields the metric families of every query the tracker knows, and of the run's executors."""
 
-    def __init__(self, job: str, tracker: ProgressTracker):
-        self.job, self.tracker = job, tracker
+    def __init__(self, job: str, tracker: ProgressTracker, executors: ExecutorWatch | None = None):
+        self.job, self.tracker, self.executors = job, tracker, executors
 
     def collect(self) -> Iterator[Metric]:
         q_labels = ["job", "query"]
@@ -99,10 +102,29 @@ class RunCollector(Collector):
                 source_lag.add_metric(labels, m.source_lag)
         yield from (batches, input_rows, output_rows, dropped, duplicates, dead, late_kept, input_rate, processing_rate, phase,
                     delay, latency, watermark, lag, state_rows, state_mem, source_lag, durations)
+        yield from self._executors()
+
+    def _executors(self) -> Iterator[Metric]:
+        """Executors running tasks now (local mode: 1, the driver), their cores, and those lost so far."""
+        report = self.executors.poll() if self.executors is not None else None
+        if report is None or report.alive is None:
+            return
+        alive = GaugeMetricFamily(f"{PREFIX}_executors", "executors running tasks now (local mode: 1, the driver)",
+                                  labels=["job"])
+        alive.add_metric([self.job], report.alive)
+        yield alive
+        if report.cores is not None:
+            cores = GaugeMetricFamily(f"{PREFIX}_executor_cores", "cores of the executors running tasks now",
+                                      labels=["job"])
+            cores.add_metric([self.job], report.cores)
+            yield cores
+        lost = CounterMetricFamily(f"{PREFIX}_executors_lost", "executors lost while the run went on", labels=["job"])
+        lost.add_metric([self.job], report.lost_count)
+        yield lost
 
 
-def metrics_registry(job: str, tracker: ProgressTracker) -> CollectorRegistry:
+def metrics_registry(job: str, tracker: ProgressTracker, executors: ExecutorWatch | None = None) -> CollectorRegistry:
     """A registry holding only this run's metrics (no process metrics of other libraries)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RunCollector(job, tracker))
+    registry.register(RunCollector(job, tracker, executors))
     return registry

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from speedlayer.monitor.status import iso
 from speedlayer.sinks.console import BatchView, render_table
 
 if TYPE_CHECKING:
@@ -21,6 +23,19 @@ def _ms(value: int | None) -> str:
     if value is None:
         return "-"
     return f"{value / 1000:,.1f}s" if value >= 10_000 else f"{value:,}ms"
+
+
+def executors_line(run: "Run") -> str | None:
+    """The view's executors field: ``executors 2 (1 lost), 4 cores · last lost: 1 at 13:50:02Z (Worker lost)``."""
+    report = run.executors.poll()
+    if report.alive is None:
+        return None
+    line = report.short()
+    if report.lost:
+        last = report.lost[-1]
+        at = (iso(last.lost_ms) or "").replace("T", " ")[11:19]
+        line += f" · last lost: {last.id} at {at}Z" + (f" ({last.reason})" if last.reason else "")
+    return line
 
 
 def rates_table(run: "Run") -> Table:
@@ -73,6 +88,9 @@ class LiveView:
             elapsed = time.monotonic() - self._started
             header = (f"[b]{plan.job.name}[/b] · {plan.source.describe()} · trigger {plan.trigger} · "
                       f"{elapsed:,.0f}s · Ctrl-C stops after the current batch")
+            executors = executors_line(self._run)
+            if executors:
+                header += f"\n{escape(executors)}"
             if self.dashboard_url:
                 header += f"\ndashboard [link={self.dashboard_url}]{self.dashboard_url}[/link]"
             parts.append(Panel(header, expand=False))

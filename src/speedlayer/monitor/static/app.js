@@ -46,6 +46,21 @@ function kpis(s) {
     ["source lag", m.source_lag == null ? "n/a" : num(m.source_lag)],
   ];
   items.forEach(([l, v]) => box.append(el("div", { class: "kpi" }, el("div", { class: "v" }, v), el("div", { class: "l" }, l))));
+  box.append(executorsKpi(s.executors));
+}
+
+// executors running the tasks: "2 (1 lost)" on a cluster, "local" when the driver runs them
+function executorsKpi(x) {
+  x = x || {};
+  const lost = x.lost || [];
+  const label = (x.local ? "executors: the driver" : "executors") + (x.cores == null ? "" : ` · ${x.cores} cores`)
+    + (lost.length ? ` · last lost ${when(lost[lost.length - 1].lost_at).slice(11)}` : "");
+  const box = el("div", { class: "kpi" + (x.lost_count ? " warn" : ""), id: "kpi-executors" },
+    el("div", { class: "v" }, x.summary || "–"), el("div", { class: "l" }, label));
+  // every lost executor kept, with where, when and Spark's reason, on hover
+  box.title = lost.map(e => `lost executor ${e.id}${e.host_port ? " on " + e.host_port : ""} at ${when(e.lost_at)}: `
+    + (e.reason || "no longer listed")).join("\n");
+  return box;
 }
 
 function tabs(s) {
