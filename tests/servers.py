@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from speedlayer.testing import free_port  # noqa: F401 — tests take it from here too
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -52,12 +54,6 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
             return True
     except OSError:
         return False
-
-
-def free_port() -> int:
-    with closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def unavailable(reason: str) -> None:

@@ -10,6 +10,8 @@ PostgreSQL then holds exactly the oracle's windows.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from speedlayer.faults import DIR_ENV, ENV
@@ -56,6 +58,8 @@ def test_a_worker_killed_mid_batch_loses_nothing(cluster, cluster_env, stream, p
     assert f"stopped by --max-events {N}" in output and "Traceback" not in output, output[-3000:]
     spark_log = (state / "spark.log").read_text(errors="replace")
     assert "Lost executor" in spark_log or "lost executor" in spark_log.lower(), spark_log[-3000:]
+    executors = json.loads((state / "executors.json").read_text())  # what status and the dashboard show
+    assert executors["lost_count"] >= 1 and executors["alive"] >= 1, executors
     commits = batch_ids(state / "checkpoints" / "windows" / "commits")
     assert commits == set(range(max(commits) + 1)) and HELD in commits
 
