@@ -16,12 +16,14 @@ import pytest
 
 from speedlayer.faults import DIR_ENV, ENV
 from tests.e2e.checks import check_windows, final_watermark, stream_pings
-from tests.e2e.conftest import N, PER_TRIGGER
+from tests.e2e.conftest import N
 from tests.e2e.killing import CliProcess, batch_ids, query_state, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-HELD = 3
+HELD = 2
+#: events per micro-batch: four batches of data, few enough to keep the test short
+PER_TRIGGER = 5_000
 
 
 def held_pid(markers) -> int | None:
