@@ -3,10 +3,10 @@
 - On a static DataFrame (batch, tests, backfills) the copy with the lowest offset
   (``speedlayer.offsets``) of each key is kept.
 - On a stream with ``dedup="exact"``: of the copies in one micro-batch, the lowest offset; a key
-  an earlier batch took (within the watermark) is dropped. Rows are partitioned by key and the
-  copy is chosen with Arrow (``lowest_offset_copies``) before Spark's
-  ``dropDuplicatesWithinWatermark``, which then meets one copy per key and batch. Every replay of
-  a batch keeps the same copy, on any cluster.
+  an earlier batch took (within the watermark) is dropped. Rows are partitioned by key, each
+  partition's keys and offsets go through Arrow to Python (``lowest_offset_flags``), and only the
+  lowest-offset copies reach Spark's ``dropDuplicatesWithinWatermark``, which so meets one copy
+  per key and batch. Every replay of a batch keeps the same copy, on any cluster.
 - On a stream with ``dedup="fast"`` (the default): ``dropDuplicatesWithinWatermark`` alone keeps
   whichever copy it meets first, which after a shuffle on a cluster can depend on the order
   blocks arrive in. Byte-for-byte re-sends give the same rows either way.
@@ -18,13 +18,12 @@ the stream keeps the earlier batch's copy.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from speedlayer.errors import ConfigError
 from speedlayer.offsets import offset_order_column, offset_rank
@@ -59,30 +58,33 @@ def not_lowest(keys: list, offsets: list) -> list[int]:
     return [i for i in range(len(keys)) if i not in kept]
 
 
-def lowest_offset_copies(key: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function keeping, of each ``key`` in a partition, the lowest-offset copy.
+def lowest_offset_flags(batches: Iterator[tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
+    """Of (key, offset) batches of one partition, whether each row is its key's lowest-offset copy.
 
-    It holds the whole partition before it writes (a copy may come last); only the rows of keys
-    that occur more than once become Python objects. The ``offset`` column is dropped.
+    Reads the whole partition before it answers (a copy may come last), one answer array per
+    batch; only rows of keys that occur more than once become Python objects. Spark keeps the rows
+    themselves meanwhile (``ArrowEvalPythonExec`` queues them, spilling to disk).
 
-    >>> events.repartition("event_id").mapInArrow(lowest_offset_copies("event_id"), schema)  # doctest: +SKIP
+    >>> [a.to_pylist() for a in lowest_offset_flags(iter([(pa.array(["x", "y"]), pa.array(["f:10", "f:1"])),
+    ...                                                   (pa.array(["x"]), pa.array(["f:9"]))]))]
+    [[False, True], [True]]
     """
-    def choose(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        batches = [b for b in batches if b.num_rows]
-        if not batches:
-            return
-        table = pa.Table.from_batches(batches)
-        keys = table.column(key)
-        counts = pc.value_counts(keys)
-        repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
-        if len(repeated):
-            at = pc.indices_nonzero(pc.is_in(keys, value_set=repeated))
-            drop = at.take(pa.array(not_lowest(keys.take(at).to_pylist(), table.column("offset").take(at).to_pylist()),
-                                    pa.int64()))
-            table = table.filter(pc.invert(pc.is_in(pa.array(range(table.num_rows), pa.uint64()), value_set=drop)))
-        yield from table.drop_columns(["offset"]).to_batches()
-
-    return choose
+    batches = list(batches)
+    if not batches:
+        return
+    keys = pa.concat_arrays([k for k, _ in batches])
+    counts = pc.value_counts(keys)
+    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    keep = pc.invert(pc.is_in(keys, value_set=repeated)).to_numpy(zero_copy_only=False).copy()
+    if len(repeated):
+        at = pc.indices_nonzero(pc.is_in(keys, value_set=repeated)).to_numpy()
+        offsets = pa.concat_arrays([o for _, o in batches]).take(pa.array(at))
+        dropped = set(not_lowest(keys.take(pa.array(at)).to_pylist(), offsets.to_pylist()))
+        keep[[i for n, i in enumerate(at) if n not in dropped]] = True
+    start = 0
+    for k, _ in batches:
+        yield pa.array(keep[start:start + len(k)], pa.bool_())
+        start += len(k)
 
 
 def _lowest_offset_static(events: DataFrame, key: str) -> DataFrame:
@@ -92,10 +94,15 @@ def _lowest_offset_static(events: DataFrame, key: str) -> DataFrame:
 
 
 def _exact_stream(events: DataFrame, params: Params, key: str) -> DataFrame:
-    """The lowest-offset copy of each key per micro-batch, then Spark's dedup across batches."""
-    # the fields keep their metadata, so the event-time column stays the watermark's
-    chosen = T.StructType([f for f in events.schema.fields if f.name != "offset"])
-    return events.repartition(key).mapInArrow(lowest_offset_copies(key), chosen).dropDuplicatesWithinWatermark([key])
+    """The lowest-offset copy of each key per micro-batch, then Spark's dedup across batches.
+
+    Only key and offset go to Python; the rows stay in the JVM, partitioned by the key as the
+    dedup needs them (no second shuffle). The flag depends on the partition's other rows, so it is
+    marked nondeterministic: Spark must not move the filter below the repartition.
+    """
+    lowest = F.arrow_udf(lowest_offset_flags, "boolean").asNondeterministic()
+    return (events.repartition(key).where(lowest(F.col(key), F.col("offset"))).drop("offset")
+            .dropDuplicatesWithinWatermark([key]))
 
 
 def drop_duplicates(events: DataFrame, params: Params, key: str = "event_id") -> DataFrame:
