@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from speedlayer.errors import ConfigError
 from speedlayer.offsets import offset_order_column, offset_rank
 from speedlayer.pipelines.base import Params
-from speedlayer.pipelines.dedup import drop_duplicates, lowest_offset_flags
+from speedlayer.pipelines.dedup import drop_duplicates, lowest_offset_first
 
 # (event_id, speed, offset): x and y were re-sent with other readings, in other files and lines
 ROWS = [("x", 90.0, "/in/f2.jsonl:10"), ("y", 50.0, "/in/f10.jsonl:1"), ("x", 95.0, "/in/f2.jsonl:9"),
@@ -31,15 +31,19 @@ def oracle(rows):
     return {eid: speed for eid, (_, speed) in best.items()}
 
 
-def test_the_lowest_offset_copy_is_kept_in_any_order_and_batching():
+def test_the_lowest_offset_copy_comes_first_in_any_order_and_batching():
+    reorder = lowest_offset_first("event_id")
     expected = oracle(ROWS)
     assert expected == {"x": 95.0, "y": 55.0, "z": 70.0}
     for order in itertools.permutations(ROWS):
         for cut in (1, 3, 5):  # the partition's rows in Arrow batches of various sizes
-            parts = (order[:cut], order[cut:])
-            flags = lowest_offset_flags(iter([(pa.array([r[0] for r in p]), pa.array([r[2] for r in p])) for p in parts]))
-            kept = [row for part, flag in zip(parts, flags) for row, keep in zip(part, flag.to_pylist()) if keep]
-            assert {eid: speed for eid, speed, _ in kept} == expected and len(kept) == 3
+            batches = [pa.RecordBatch.from_pylist([dict(zip(("event_id", "speed_kmh", "offset"), r)) for r in part])
+                       for part in (order[:cut], order[cut:])]
+            out = [(r["event_id"], r["speed_kmh"]) for b in reorder(iter(batches)) for r in b.to_pylist()]
+            first = {}
+            for eid, speed in out:  # what Spark's dedup keeps: the first copy it meets
+                first.setdefault(eid, speed)
+            assert first == expected and sorted(out) == sorted((eid, speed) for eid, speed, _ in ROWS)
 
 
 def test_python_and_spark_order_offsets_alike(spark):

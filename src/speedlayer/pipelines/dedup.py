@@ -2,14 +2,14 @@
 
 - On a static DataFrame (batch, tests, backfills) the copy with the lowest offset
   (``speedlayer.offsets``) of each key is kept.
-- On a stream with ``dedup="exact"``: of the copies in one micro-batch, the lowest offset; a key
-  an earlier batch took (within the watermark) is dropped. Rows are partitioned by key, each
-  partition's keys and offsets go through Arrow to Python (``lowest_offset_flags``), and only the
-  lowest-offset copies reach Spark's ``dropDuplicatesWithinWatermark``, which so meets one copy
-  per key and batch. Every replay of a batch keeps the same copy, on any cluster.
-- On a stream with ``dedup="fast"`` (the default): ``dropDuplicatesWithinWatermark`` alone keeps
-  whichever copy it meets first, which after a shuffle on a cluster can depend on the order
-  blocks arrive in. Byte-for-byte re-sends give the same rows either way.
+- On a stream with ``dedup="exact"`` (the default): the lowest-offset copy that is not late;
+  a key an earlier batch took (within the watermark) is dropped. Rows are partitioned by key, each
+  partition goes through Arrow to Python (``lowest_offset_first``), which puts every key's copies
+  in offset order, and Spark's ``dropDuplicatesWithinWatermark`` keeps the first copy it meets.
+  Every replay of a batch keeps the same copy, on any cluster (see ``_exact_stream``).
+- On a stream with ``dedup="fast"``: ``dropDuplicatesWithinWatermark`` alone keeps whichever copy
+  it meets first, which after a shuffle on a cluster can depend on the order blocks arrive in.
+  Byte-for-byte re-sends give the same rows either way.
 
 A stream equals the batch recomputation when offsets grow with arrival (one partition, a
 generator); when a copy with a lower offset arrives in a later batch (another file or partition),
@@ -18,12 +18,13 @@ the stream keeps the earlier batch's copy.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from speedlayer.errors import ConfigError
 from speedlayer.offsets import offset_order_column, offset_rank
@@ -44,47 +45,49 @@ def check_dedup(mode: str) -> str:
     return mode
 
 
-def not_lowest(keys: list, offsets: list) -> list[int]:
-    """Positions of the rows that are not their key's lowest-offset copy.
+def offset_order_permutation(keys: list, offsets: list) -> list[int]:
+    """A reordering of rows in which each key's copies keep their places but come in offset order.
 
-    >>> not_lowest(["a", "b", "a"], ["f:10", "f:11", "f:9"])
-    [0]
+    >>> offset_order_permutation(["a", "b", "a"], ["f:10", "f:11", "f:9"])
+    [2, 1, 0]
     """
-    best: dict = {}
-    for i, (key, offset) in enumerate(zip(keys, offsets)):
-        if key not in best or offset_rank(offset) < offset_rank(offsets[best[key]]):
-            best[key] = i
-    kept = set(best.values())
-    return [i for i in range(len(keys)) if i not in kept]
+    places: dict = {}
+    for i, key in enumerate(keys):
+        places.setdefault(key, []).append(i)
+    order = list(range(len(keys)))
+    for rows in places.values():
+        if len(rows) > 1:
+            for place, row in zip(rows, sorted(rows, key=lambda i: offset_rank(offsets[i]))):
+                order[place] = row
+    return order
 
 
-def lowest_offset_flags(batches: Iterator[tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
-    """Of (key, offset) batches of one partition, whether each row is its key's lowest-offset copy.
+def lowest_offset_first(key: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function that puts each ``key``'s copies in a partition in offset order.
 
-    Reads the whole partition before it answers (a copy may come last), one answer array per
-    batch; only rows of keys that occur more than once become Python objects. Spark keeps the rows
-    themselves meanwhile (``ArrowEvalPythonExec`` queues them, spilling to disk).
+    Every row comes out (without ``offset``); only rows of keys that occur more than once are
+    moved, and only they become Python objects. It holds the whole partition before it writes.
 
-    >>> [a.to_pylist() for a in lowest_offset_flags(iter([(pa.array(["x", "y"]), pa.array(["f:10", "f:1"])),
-    ...                                                   (pa.array(["x"]), pa.array(["f:9"]))]))]
-    [[False, True], [True]]
+    >>> events.repartition("event_id").mapInArrow(lowest_offset_first("event_id"), schema)  # doctest: +SKIP
     """
-    batches = list(batches)
-    if not batches:
-        return
-    keys = pa.concat_arrays([k for k, _ in batches])
-    counts = pc.value_counts(keys)
-    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
-    keep = pc.invert(pc.is_in(keys, value_set=repeated)).to_numpy(zero_copy_only=False).copy()
-    if len(repeated):
-        at = pc.indices_nonzero(pc.is_in(keys, value_set=repeated)).to_numpy()
-        offsets = pa.concat_arrays([o for _, o in batches]).take(pa.array(at))
-        dropped = set(not_lowest(keys.take(pa.array(at)).to_pylist(), offsets.to_pylist()))
-        keep[[i for n, i in enumerate(at) if n not in dropped]] = True
-    start = 0
-    for k, _ in batches:
-        yield pa.array(keep[start:start + len(k)], pa.bool_())
-        start += len(k)
+    def reorder(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        keys = table.column(key)
+        counts = pc.value_counts(keys)
+        repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+        if len(repeated):
+            at = pc.indices_nonzero(pc.is_in(keys, value_set=repeated))
+            moved = offset_order_permutation(keys.take(at).to_pylist(), table.column("offset").take(at).to_pylist())
+            order = pa.array(range(table.num_rows), pa.int64()).to_numpy().copy()
+            places = at.to_numpy()
+            order[places] = places[moved]
+            table = table.take(pa.array(order))
+        yield from table.drop_columns(["offset"]).to_batches()
+
+    return reorder
 
 
 def _lowest_offset_static(events: DataFrame, key: str) -> DataFrame:
@@ -94,15 +97,18 @@ def _lowest_offset_static(events: DataFrame, key: str) -> DataFrame:
 
 
 def _exact_stream(events: DataFrame, params: Params, key: str) -> DataFrame:
-    """The lowest-offset copy of each key per micro-batch, then Spark's dedup across batches.
+    """Each key's copies in offset order within its partition, then Spark's dedup, which keeps the
+    first copy it meets that is not late.
 
-    Only key and offset go to Python; the rows stay in the JVM, partitioned by the key as the
-    dedup needs them (no second shuffle). The flag depends on the partition's other rows, so it is
-    marked nondeterministic: Spark must not move the filter below the repartition.
+    All copies of a key sit in one partition, so they reach the dedup in one shuffle block, whose
+    order Spark keeps (its shuffle writers sort by partition only, stably; a block is read in
+    order): the order blocks arrive in cannot change which copy comes first. Every copy reaches
+    the dedup, so Spark's late filter and its duplicate and late counters see what they see in
+    fast mode.
     """
-    lowest = F.arrow_udf(lowest_offset_flags, "boolean").asNondeterministic()
-    return (events.repartition(key).where(lowest(F.col(key), F.col("offset"))).drop("offset")
-            .dropDuplicatesWithinWatermark([key]))
+    # the fields keep their metadata, so the event-time column stays the watermark's
+    schema = T.StructType([f for f in events.schema.fields if f.name != "offset"])
+    return events.repartition(key).mapInArrow(lowest_offset_first(key), schema).dropDuplicatesWithinWatermark([key])
 
 
 def drop_duplicates(events: DataFrame, params: Params, key: str = "event_id") -> DataFrame:
