@@ -10,8 +10,8 @@ seconds of the process tree (Python, JVM, Python workers) are sampled too, as ot
 the machine disturb them much less. Modes alternate within a round.
 
 - ``fast``: ``dropDuplicatesWithinWatermark`` alone (keeps the copy it meets first).
-- ``exact``: partition by key, the lowest-offset copy per key and batch flagged by an Arrow UDF
-  over key and offset (``speedlayer.pipelines.dedup``), then ``dropDuplicatesWithinWatermark``.
+- ``exact``: partition by key, each key's copies put in offset order by ``mapInArrow``
+  (``speedlayer.pipelines.dedup``), then ``dropDuplicatesWithinWatermark``.
 - ``state``: the candidate that was measured and not taken: a Python ``transformWithState``
   (Row API, event-time mode) keyed by ``event_id`` that emits the lowest-offset copy unless the key
   was seen, with a timer at event time + watermark that forgets it (defined here only).
