@@ -17,8 +17,8 @@ def execute_produce(plan: ProducePlan, settings: ProduceSettings, show_progress:
     """Publish the plan's events; prints the pinned start and the matching generator URI first."""
     check_java()
     span = f"events {plan.first:,} .. {plan.end - 1:,}" if plan.end is not None else f"events from {plan.first:,} on"
-    pace = f"{plan.pace:,} events/s" if plan.pace else "as fast as possible"
-    console.print(f"producing {span} to {plan.destination.describe()} at {pace}", soft_wrap=True, markup=False)
+    pace = f"at {plan.pace:,} events/s" if plan.pace else "as fast as possible"
+    console.print(f"producing {span} to {plan.destination.describe()}, {pace}", soft_wrap=True, markup=False)
     console.print(f"start {iso_millis(plan.start_ms)} ({plan.start_ms}); event n equals event n of "
                   f"{plan.generator_uri()}", soft_wrap=True, markup=False)
     log_file = Path(tempfile.gettempdir()) / "speedlayer-produce-spark.log"

@@ -14,12 +14,13 @@ dict_keys(['--state-dir'])
 from __future__ import annotations
 
 import os
+import re
 import socket
 import uuid
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from speedlayer.errors import ConfigError
+from speedlayer.errors import ConfigError, EnvironmentProblem
 
 PROBE_PREFIX = ".speedlayer-reach-"
 FIX = ("on a cluster every machine must see these at the same path: put them on shared storage mounted "
@@ -58,6 +59,26 @@ def _look(probes: dict[str, str], token: str) -> Iterator[tuple[str, str, str]]:
         yield what, host, ""
 
 
+def executors_broken(exc: BaseException) -> EnvironmentProblem:
+    """One line for executors whose Python cannot start or cannot import speedlayer.
+
+    >>> str(executors_broken(RuntimeError("...ModuleNotFoundError: No module named 'speedlayer'...")))[:60]
+    "the executors' Python cannot import speedlayer (No module na"
+    """
+    text = str(exc)
+    missing = re.search(r"ModuleNotFoundError: (No module named '[^']+')", text)
+    if missing:
+        return EnvironmentProblem(f"the executors' Python cannot import speedlayer ({missing.group(1)}): with --ship auto "
+                                  "(the default) speedlayer ships it; with --ship ARCHIVE the archive's root must hold "
+                                  "speedlayer and its packages; with --ship none the executors must have them installed")
+    program = re.search(r'Cannot run program "([^"]+)"', text)
+    if program:
+        return EnvironmentProblem(f"the executors cannot start {program.group(1)}: install that Python (the driver's "
+                                  "minor version) on every worker, or name one with --conf spark.pyspark.python=PATH")
+    line = next((ln.strip() for ln in text.splitlines() if "Error" in ln or "Exception" in ln), text.strip()[:300])
+    return EnvironmentProblem(f"the executors could not run speedlayer's first task: {line[:300]}")
+
+
 def check_reachable(spark, places: Mapping[str, Path]) -> None:
     """Refuse a run whose local ``places`` some executor cannot read and write, naming it and the host.
 
@@ -74,8 +95,11 @@ def check_reachable(spark, places: Mapping[str, Path]) -> None:
             probe.write_text(token, encoding="utf-8")
             probes[what] = str(probe)
         tasks = max(4, 2 * spark.sparkContext.defaultParallelism)
-        found = (spark.sparkContext.parallelize(range(tasks), tasks)
-                 .mapPartitions(lambda _: _look(probes, token)).collect())
+        try:
+            found = (spark.sparkContext.parallelize(range(tasks), tasks)
+                     .mapPartitions(lambda _: _look(probes, token)).collect())
+        except Exception as exc:  # noqa: BLE001 — the first Python on the executors: say what it lacks
+            raise executors_broken(exc) from None
     finally:
         for probe in probes.values():
             Path(probe).unlink(missing_ok=True)

@@ -16,7 +16,7 @@ from speedlayer.monitor.dashboard import DEFAULT_PORT, DashboardServer, open_ser
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.view import LiveView
 from speedlayer.runner import Run, RunSummary, plan_run, prepare_state
-from speedlayer.session import build_session, check_java, exposure_note
+from speedlayer.session import build_session, check_java, check_master, exposure_note
 from speedlayer.sinks.console import ConsoleSink
 
 log = logging.getLogger("speedlayer.monitor")
@@ -64,6 +64,7 @@ def execute(settings: RunSettings, live: bool, console: Console, errors: Console
     plan = plan_run(settings)
     try:
         check_java()
+        check_master(settings.master)
         plan.lock_state()  # before the manifest: a second run on this state directory stops here
         prepare_state(plan)
         servers = _bind(surfaces, errors)  # before Spark: a port the user chose must be free

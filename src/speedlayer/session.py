@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from importlib import resources
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from speedlayer import faults
-from speedlayer.errors import EnvironmentProblem
+from speedlayer.errors import ConfigError, EnvironmentProblem
 from speedlayer.shipping import ship_plan
 
 JAVA_HINT = "install it with 'sudo apt-get install openjdk-17-jre-headless' (or set JAVA_HOME to a JDK 17+)"
@@ -115,6 +116,38 @@ def exposure_note(master: str, spark_ui: str = "local") -> str | None:
             f"machine's address (choose it with --conf spark.driver.host / spark.driver.bindAddress); {ui}")
 
 
+def standalone_masters(master: str) -> list[tuple[str, int]]:
+    """(host, port) of each master a ``spark://`` URL names (several for standby masters), else none.
+
+    >>> standalone_masters("spark://a:7077,b:7078"), standalone_masters("yarn")
+    ([('a', 7077), ('b', 7078)], [])
+    """
+    if not master.startswith("spark://"):
+        return []
+    found = []
+    for part in master[len("spark://"):].split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ConfigError(f"--master {master}: give spark://HOST:PORT (e.g. spark://10.0.0.1:7077)")
+        found.append((host, int(port)))
+    return found
+
+
+def check_master(master: str, timeout_s: float = 3.0) -> None:
+    """Refuse a ``spark://`` master where nothing answers, at once: Spark would retry for a minute, then fail
+    with a stack trace."""
+    masters = standalone_masters(master)
+    for host, port in masters:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError:
+            continue
+    if masters:
+        raise EnvironmentProblem(f"no Spark master answers at {master[len('spark://'):]}: start it "
+                                 "(docs/cluster.md, Standalone) or fix --master")
+
+
 def default_shuffle_partitions() -> int:
     # Each shuffle partition carries its own state store: keep them few on a small machine.
     return max(2, os.cpu_count() or 2)
@@ -138,6 +171,7 @@ def build_session(
     >>> spark = build_session("local[2]", {"spark.ui.enabled": "false"})  # doctest: +SKIP
     """
     check_java()
+    check_master(master)
     conf = dict(conf or {})
     if is_local(master):
         # Python workers start this interpreter, which has speedlayer's dependencies.

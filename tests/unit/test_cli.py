@@ -50,3 +50,13 @@ def test_jobs_lists_one_line_per_job(capsys):
     main(["jobs"])
     out = capsys.readouterr().out
     assert out.startswith("fleet ") and "windows, sliding, alerts, dead-letters" in out
+
+
+def test_a_spark_master_where_nothing_listens_is_one_line_at_once(capsys):
+    from speedlayer.testing import free_port
+
+    code, out, err = run(capsys, "run", "fleet", "--master", f"spark://127.0.0.1:{free_port()}")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 3 and "Traceback" not in err + out
+    assert len(lines) == 1 and lines[0].startswith("error: no Spark master answers at 127.0.0.1:")
+    assert "start it (docs/cluster.md, Standalone) or fix --master" in lines[0]

@@ -50,3 +50,12 @@ def test_a_chosen_interpreter_and_ship_none_are_respected():
 def test_a_missing_archive_is_refused_with_the_fix():
     with pytest.raises(ConfigError, match="--ship /no/such.tar.gz: no such archive; give auto, none"):
         ship_plan({}, "/no/such.tar.gz")
+
+
+def test_executors_that_cannot_import_or_start_python_get_one_line_with_the_fix():
+    from speedlayer.reach import executors_broken
+
+    trace = "Traceback...\nModuleNotFoundError: No module named 'speedlayer'\n\tat org.apache.spark..."
+    assert "with --ship none the executors must have them installed" in str(executors_broken(RuntimeError(trace)))
+    missing = executors_broken(RuntimeError('java.io.IOException: Cannot run program "python3.11": error=2'))
+    assert str(missing).startswith("the executors cannot start python3.11: install that Python")
