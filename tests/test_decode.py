@@ -22,6 +22,7 @@ def test_a_valid_payload_becomes_a_typed_event(spark):
     e = events[0]
     assert (e.event_id, e.vehicle_id, e.speed_kmh, e.lat, e.lon) == ("e-1", "V0001", 87.5, 52.52, 13.405)
     assert e.event_time == datetime(2026, 11, 22, 10, 0, 3, 250000)
+    assert (e.ingest_time, e.offset) == (INGEST, "0")  # the source's offset: which re-sent copy counts
 
 
 def test_numeric_event_time_is_epoch_milliseconds(spark):

@@ -41,6 +41,8 @@ class RunSettings(BaseModel):
     #: how far an event time may lie ahead of its ingest time (None: a fifth of the watermark delay)
     max_ahead: str | None = None
     allowed_lateness: str | None = None  # fleet windows: correct closed windows with events this late
+    #: which copy of a re-sent event counts on a stream: "exact" the lowest offset, "fast" the first Spark meets
+    dedup: Literal["exact", "fast"] = "fast"
     window: str = "10s"
     slide: str = "10s"
     sliding_window: str = "1min"

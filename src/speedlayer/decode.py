@@ -164,7 +164,7 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
 
     >>> decoded = decode(raw_df, VEHICLE_EVENT)          # doctest: +SKIP
     >>> decoded.events.columns                            # doctest: +SKIP
-    ['event_id', 'vehicle_id', 'event_time', 'speed_kmh', 'lat', 'lon', 'ingest_time']
+    ['event_id', 'vehicle_id', 'event_time', 'speed_kmh', 'lat', 'lon', 'ingest_time', 'offset']
     """
     # Two paths. The fast one parses numbers straight into their types, as a hand-written job would;
     # nearly every event passes its checks and is taken from there. Only a row it does not accept
@@ -211,7 +211,7 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
         checked = observe_latency(checked, observe, F.col("_valid"), F.col(typed_names[schema.time_field]),
                                   F.col("ingest_time"), sample)
     events = checked.where(F.col("_valid")).select(
-        *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time"
+        *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time", "offset"
     )
     not_object = text.isNull() | text[_CORRUPT].isNotNull()
     reason = F.coalesce(

@@ -125,6 +125,7 @@ def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
         watermark_ms=parse_duration(settings.watermark, "--watermark"),
         zones=settings.zones,
         continuous=continuous,
+        dedup=settings.dedup,
         # --- trips, count windows (state-windows) ---
         trip_gap_ms=positive_duration(settings.trip_gap, "--trip-gap"),
         max_trip_ms=positive_duration(settings.max_trip, "--max-trip"),

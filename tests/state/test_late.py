@@ -41,3 +41,13 @@ def test_with_allowed_lateness_only_rows_behind_the_watermark_minus_the_lateness
     out = t.testInPandas(0, events(("b", 25_001), ("c", 25_000), ("d", 40_000)))
     # b is under 30 s behind the watermark: within the lateness, the windows correct themselves with it
     assert [(r.event_id, r.missed_watermark) for r in out.itertuples()] == [("c", pd.Timestamp(55_000, unit="ms"))]
+
+
+def test_of_differing_late_copies_the_lowest_offset_one_is_shown_whatever_their_order():
+    for speeds in ([(95.0, "f3.jsonl:1"), (90.0, "f2.jsonl:2")], [(90.0, "f2.jsonl:2"), (95.0, "f3.jsonl:1")]):
+        t = make_tester()
+        t.testInPandas(0, events(("a", 30_000)))
+        t.setWatermark(25_000)
+        late = events(("x", 20_000), ("x", 20_000)).assign(speed_kmh=[s for s, _ in speeds], offset=[o for _, o in speeds])
+        out = t.testInPandas(0, late)
+        assert [(r.event_id, r.speed_kmh, r.copies) for r in out.itertuples()] == [("x", 90.0, 2)]

@@ -2,7 +2,8 @@
 
 The lectures' example: a mobile app reports ``{id, time, action}``; count each action per window
 with a watermark and upsert the counts into MySQL in update mode, so that the table always holds
-the current count of every window. Re-sent events are dropped by ``id`` within the watermark; an
+the current count of every window. Re-sent events are dropped by ``id`` within the watermark
+(``speedlayer.pipelines.dedup``); an
 action outside the known list (``speedlayer.schemas.APP_ACTIONS``) is a dead letter.
 
     speedlayer run app-actions --sink counts='mysql://root@localhost:3306/app' --state-dir state/app
@@ -17,6 +18,7 @@ from pyspark.sql import functions as F
 
 from speedlayer.durations import spark_interval
 from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, Output, Params
+from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.schemas import APP_ACTION
 
 
@@ -27,9 +29,8 @@ def action_counts(events: DataFrame, params: Params) -> DataFrame:
     ['window_start', 'window_end', 'action', 'actions']
     """
     if events.isStreaming:
-        events = events.withWatermark("time", spark_interval(params.watermark_ms)).dropDuplicatesWithinWatermark(["id"])
-    else:
-        events = events.dropDuplicates(["id"])
+        events = events.withWatermark("time", spark_interval(params.watermark_ms))
+    events = drop_duplicates(events, params, "id")
     window = F.window("time", spark_interval(params.sliding_window_ms), spark_interval(params.slide_ms))
     counts = events.groupBy(window, "action").agg(F.count(F.lit(1)).alias("actions"))
     return counts.select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),

@@ -28,6 +28,8 @@ class Params:
     zones: str | None = None  # a zones CSV; None is the table shipped with the package
     #: continuous mode keeps no state: no watermark, and re-sent events are not dropped
     continuous: bool = False
+    #: which copy of a re-sent event a stream keeps: "exact" the lowest offset, "fast" the first Spark meets
+    dedup: str = "fast"
     #: the job's own options (an instance of ``Job.options``), from ``--option KEY=VALUE``
     options: Any = None
 

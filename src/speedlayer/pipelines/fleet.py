@@ -1,7 +1,7 @@
 """The fleet job: per-vehicle speed windows, sliding averages and over-speed alerts.
 
 Pure DataFrame functions: the same code runs on a static DataFrame (tests, backfills) and on a
-stream. Re-sent events are dropped by ``event_id`` before anything is counted.
+stream. Re-sent events are dropped by ``event_id`` before anything is counted (``speedlayer.pipelines.dedup``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from speedlayer.decode import Decoded
 from speedlayer.durations import spark_interval
 from speedlayer.errors import ConfigError
 from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, LazyOutputs, Output, Params
+from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.incidents import speeding_incidents
 from speedlayer.pipelines.late import late_events
 from speedlayer.schemas import RIDE_REQUEST, VEHICLE_EVENT
@@ -33,16 +34,8 @@ def with_watermark(events: DataFrame, params: Params, column: str = "event_time"
 
 
 def drop_duplicate_events(events: DataFrame, params: Params, key: str = "event_id") -> DataFrame:
-    """Drop re-sent events by ``key``: within the watermark on a stream, all of them in batch.
-
-    Which copy survives is arbitrary (copies differ only in ``ingest_time``), so no output carries
-    ``ingest_time`` as a result.
-    """
-    if params.continuous:
-        return events
-    if events.isStreaming:
-        return events.dropDuplicatesWithinWatermark([key])
-    return events.dropDuplicates([key])
+    """Drop re-sent events by ``key``, the lowest offset counting (``speedlayer.pipelines.dedup``)."""
+    return drop_duplicates(events, params, key)
 
 
 def with_speed_limit(events: DataFrame, params: Params) -> DataFrame:

@@ -3,7 +3,7 @@
 The model is fitted in batch by ``speedlayer train fraud`` (see ``speedlayer.fraud_model``); the
 stream loads it, joins each transaction with its card's profile from a static table, and scores
 it with the very functions training used. Re-sent transactions are dropped by ``tx_id`` within
-the watermark.
+the watermark (``speedlayer.pipelines.dedup``).
 
     speedlayer train fraud --model models/fraud
     speedlayer run fraud --option model=models/fraud --option threshold=0.5
@@ -22,6 +22,7 @@ from speedlayer.durations import spark_interval
 from speedlayer.errors import ConfigError
 from speedlayer.fraud_model import check_model, load_model, score
 from speedlayer.pipelines.base import APPEND, DEAD_LETTERS, UPDATE, Job, Output, Params
+from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.schemas import CARD_TRANSACTION
 
 ALERT_COLUMNS = ("tx_id", "card_id", "time", "amount", "merchant_category", "country", "home_country", "avg_amount",
@@ -62,9 +63,8 @@ def scored_transactions(events: DataFrame, params: Params) -> DataFrame:
     profiles_path = options.profiles or str(Path(options.model).expanduser().resolve() / "profiles")
     profiles = spark.read.parquet(profiles_path)
     if events.isStreaming and not params.continuous:
-        events = events.withWatermark("time", spark_interval(params.watermark_ms)).dropDuplicatesWithinWatermark(["tx_id"])
-    elif not events.isStreaming:
-        events = events.dropDuplicates(["tx_id"])
+        events = events.withWatermark("time", spark_interval(params.watermark_ms))
+    events = drop_duplicates(events, params, "tx_id")
     return score(events.drop("ingest_time"), load_model(options.model), profiles)
 
 

@@ -25,8 +25,10 @@ import pandas as pd
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-#: what the processor reads from each event
-INPUT_COLUMNS = ("event_id", "vehicle_id", "event_ms", "speed_kmh", "lat", "lon")
+from speedlayer.offsets import offset_rank
+
+#: what the processor reads from each event (``offset`` may be missing: then any copy of an event is shown)
+INPUT_COLUMNS = ("event_id", "vehicle_id", "event_ms", "speed_kmh", "lat", "lon", "offset")
 
 LATE_SCHEMA = T.StructType([
     T.StructField("event_id", T.StringType()),
@@ -40,6 +42,18 @@ LATE_SCHEMA = T.StructType([
     T.StructField("missed_watermark", T.TimestampType()),  # the watermark it arrived behind
     T.StructField("copies", T.LongType()),                 # copies of the event that arrived in that batch
 ])
+
+
+def lowest_offset_first(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the copies of each event in offset order (``speedlayer.offsets``), where they have offsets.
+
+    >>> list(lowest_offset_first(pd.DataFrame({"event_id": ["a", "a"], "offset": ["f:10", "f:9"]}))["offset"])
+    ['f:9', 'f:10']
+    """
+    if "offset" not in rows.columns or not rows["event_id"].duplicated().any():
+        return rows
+    order = sorted(range(len(rows)), key=lambda i: offset_rank(rows["offset"].iat[i]))
+    return rows.iloc[order]
 
 
 class LateProcessor(StatefulProcessor):
@@ -75,10 +89,11 @@ class LateProcessor(StatefulProcessor):
                 pass
         self._remember(timerValues.getCurrentWatermarkInMs(), fired=False)
         if frames:
-            # Re-sent copies of one event share its key: one row per event and batch, with the count.
+            # Re-sent copies of one event share its key: one row per event and batch, the
+            # lowest-offset copy's (as the dedup keeps), with the count.
             late = pd.concat(frames, ignore_index=True)
             copies = late.groupby("event_id", sort=False)["event_id"].transform("size").astype("int64")
-            late = late.assign(copies=copies).drop_duplicates("event_id", ignore_index=True)
+            late = lowest_offset_first(late.assign(copies=copies)).drop_duplicates("event_id", ignore_index=True)
             ms = late["event_ms"].to_numpy(np.int64)
             start = ms - np.mod(ms, self.window_ms)
             yield pd.DataFrame({
