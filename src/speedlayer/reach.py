@@ -7,8 +7,7 @@ a cluster master every local path a run shares with executors is probed: the dri
 file, then tasks on the executors read it and write one of their own. A machine that cannot is
 named, with the fix. ``hdfs://``-like URIs are not probed (they are shared by nature).
 
->>> shared_places({"--state-dir": Path("/x")}, {}).keys()
-dict_keys(['--state-dir'])
+>>> check_reachable(spark, run_places(plan))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -27,13 +26,20 @@ FIX = ("on a cluster every machine must see these at the same path: put them on 
        "everywhere (e.g. NFS), or run with --master local[*]")
 
 
-def shared_places(*groups: Mapping[str, Path]) -> dict[str, Path]:
-    """The places of several components in one mapping (what -> path), first naming wins."""
-    merged: dict[str, Path] = {}
-    for group in groups:
-        for what, path in group.items():
-            merged.setdefault(what, path)
-    return merged
+def run_places(plan) -> dict[str, Path]:
+    """Every local path a run's executors read or write, what -> path: the state directory, and what
+    its sources, sinks (by output) and job name (``shared_paths``), and --incident-initial-state."""
+    places: dict[str, Path] = {"--state-dir": plan.state_dir}
+    for source in (plan.source, *plan.inputs.values()):
+        places.update(source.shared_paths())
+    for qp in plan.queries:
+        places.update({f"{what} of output {qp.output.name}": path for what, path in qp.sink.shared_paths().items()})
+    initial = plan.params.incident_initial_state
+    if initial and "://" not in initial:
+        places["--incident-initial-state"] = Path(initial).resolve()
+    if plan.job.shared_paths is not None:
+        places.update(plan.job.shared_paths(plan.params))
+    return places
 
 
 def _look(probes: dict[str, str], token: str) -> Iterator[tuple[str, str, str]]:

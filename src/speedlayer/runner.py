@@ -30,7 +30,7 @@ from speedlayer.monitor.metrics import OBSERVATION, latency_sample
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import OUTPUT_MODES, Job, Output, Params
-from speedlayer.reach import check_reachable
+from speedlayer.reach import check_reachable, run_places
 from speedlayer.session import is_local
 from speedlayer.shipping import check_ship
 from speedlayer.sinks import open_sink
@@ -95,19 +95,6 @@ class RunPlan:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
-
-    def shared_places(self) -> dict[str, Path]:
-        """Every local path executors read or write in this run, what -> path (``speedlayer.reach``)."""
-        places: dict[str, Path] = {"--state-dir": self.state_dir}
-        for source in (self.source, *self.inputs.values()):
-            places.update(source.shared_paths())
-        for qp in self.queries:
-            places.update({f"{what} of output {qp.output.name}": path for what, path in qp.sink.shared_paths().items()})
-        if self.params.incident_initial_state and "://" not in self.params.incident_initial_state:
-            places["--incident-initial-state"] = Path(self.params.incident_initial_state).resolve()
-        if self.job.shared_paths is not None:
-            places.update(self.job.shared_paths(self.params))
-        return places
 
     def first_source(self, output: Output) -> Source:
         """The source an output's query reads first (``--max-events`` counts its events)."""
@@ -463,7 +450,7 @@ class Run:
         for qp in self.plan.queries:
             qp.sink.check_session(self.spark)
         if not is_local(self.plan.settings.master):
-            check_reachable(self.spark, self.plan.shared_places())
+            check_reachable(self.spark, run_places(self.plan))
         if self.plan.trigger.continuous:
             self._share_cores()
         self.spark.streams.addListener(self.tracker)
