@@ -23,8 +23,9 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 run: $(VENV)/.installed
 	$(VENV)/bin/speedlayer run fleet --source 'generator://?rate=5000&vehicles=2000&seed=7' --dashboard $(ARGS)
 
-## test: the whole suite (installs Debian's chromium for the dashboard's browser test when missing)
+## test: ruff's lint, then the whole suite (installs Debian's chromium for the dashboard's browser test when missing)
 test: $(VENV)/.installed-dev chromium
+	$(VENV)/bin/ruff check src tests bench
 	$(PY) -m pytest $(ARGS)
 
 # The browser test drives Debian's Chromium through Playwright (Playwright's own browsers are never

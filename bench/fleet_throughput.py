@@ -421,7 +421,8 @@ def wait_until_quiet(args: argparse.Namespace) -> float:
 def _child_args(args: argparse.Namespace) -> list[str]:
     return ["--batches", str(args.batches), "--warmup", str(args.warmup), "--rows-per-batch", str(args.rows_per_batch),
             "--rate", str(args.rate), "--seed", str(args.seed), "--duplicates", str(args.duplicates),
-            "--sink", args.sink, "--outputs", args.outputs, "--master", args.master, *(x for item in args.conf for x in ("--conf", item)),
+            "--sink", args.sink, "--outputs", args.outputs, "--master", args.master,
+            *(x for item in args.conf for x in ("--conf", item)),
             "--check-events", str(args.check_events), "--check-rows-per-batch", str(args.check_rows_per_batch),
             "--check-batches", str(args.check_batches)]
 
@@ -529,14 +530,16 @@ def print_table(summary: dict[str, Any], rounds: list[dict[str, dict[str, Any]]]
     for side in SIDES:
         huge = summary[side]["codegen_stages_over_8000_bytes"]
         print(f"{side}: largest generated method {summary[side]['codegen_max_method_bytes']} bytes"
-              + (f"; {len(huge)} codegen stage(s) above HotSpot's 8000-byte JIT limit (interpreted unless -XX:-DontCompileHugeMethods): "
+              + (f"; {len(huge)} codegen stage(s) above HotSpot's 8000-byte JIT limit "
+                 "(interpreted unless -XX:-DontCompileHugeMethods): "
                  + "; ".join(h["stage"][:70] for h in huge) if huge else ""))
-    keys = [k for k in summary["speedlayer"]["median_duration_ms"] if k in summary["plain"]["median_duration_ms"]]
+    ours, plain = summary["speedlayer"]["median_duration_ms"], summary["plain"]["median_duration_ms"]
+    keys = [k for k in ours if k in plain]
     print()
     print("median durationMs per batch (median over rounds):")
     print(f"  {'phase':<20}{'speedlayer':>12}{'plain':>10}")
     for k in keys:
-        print(f"  {k:<20}{summary['speedlayer']['median_duration_ms'][k]:>12,.0f}{summary['plain']['median_duration_ms'][k]:>10,.0f}")
+        print(f"  {k:<20}{ours[k]:>12,.0f}{plain[k]:>10,.0f}")
 
 
 def run_check(args: argparse.Namespace) -> dict[str, Any]:

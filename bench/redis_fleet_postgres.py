@@ -105,7 +105,7 @@ def main() -> None:
                     with psycopg.connect(f"{args.postgres}/postgres", autocommit=True) as conn:
                         conn.execute(f'CREATE DATABASE "{db}"')
                     databases.append(db)
-                    sinks = {o: f"{args.postgres}/{db}" for o in ("windows", "alerts")}
+                    sinks = dict.fromkeys(("windows", "alerts"), f"{args.postgres}/{db}")
                 else:
                     sinks = {o: f"parquet://{tmp}/out-{round_no}/{o}" for o in ("windows", "alerts")}
                 result = run_job(spark, source, sinks, args.events, state)

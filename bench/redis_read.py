@@ -74,7 +74,7 @@ class CpuMeter:
     def __init__(self, redis_pid: int | None):
         self.redis_pid = redis_pid
 
-    def __enter__(self) -> "CpuMeter":
+    def __enter__(self) -> CpuMeter:
         self.pids = _tree_pids(os.getpid()) + ([self.redis_pid] if self.redis_pid else [])
         self.before = {pid: cpu_seconds(pid) or 0.0 for pid in self.pids}
         return self

@@ -105,7 +105,7 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         if shutil.which("redis-server") is None:
             unavailable("redis-server is not installed (Debian package redis-server)")
         self.process = subprocess.Popen(
@@ -159,7 +159,7 @@ class RedisServer:
                 self.process.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def __enter__(self) -> "RedisServer":
+    def __enter__(self) -> RedisServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -43,7 +43,8 @@ def test_numeric_event_time_is_epoch_milliseconds(spark):
     (GOOD.replace("52.52", "123.4"), "field 'lat' is outside [-90, 90]"),
     (GOOD.replace("13.405", "-181"), "field 'lon' is outside [-180, 180]"),
     (GOOD.replace("2026-11-22T10:00:03", "2026-11-25T10:00:03"), "field 'event_time' is more than 1s ahead of ingest time"),
-    (GOOD.replace("2026-11-22T10:00:03.250Z", "0001-01-01T00:00:00Z"), "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),
+    (GOOD.replace("2026-11-22T10:00:03.250Z", "0001-01-01T00:00:00Z"),
+     "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),
     (GOOD.replace('"2026-11-22T10:00:03.250Z"', "0"), "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),
     # epoch milliseconds past what a Spark timestamp holds (they failed the whole batch: DATETIME_OVERFLOW)
     (GOOD.replace('"2026-11-22T10:00:03.250Z"', "10000000000000000"),
@@ -52,7 +53,8 @@ def test_numeric_event_time_is_epoch_milliseconds(spark):
      "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
     (GOOD.replace("2026-11-22T10:00:03.250Z", "+294247-01-10T04:00:54Z"),
      "field 'event_time' is not before 2262-01-01T00:00:00Z: a clock gone wrong"),
-    (GOOD.replace("2026-11-22T10:00:03.250Z", "yesterday"), "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
+    (GOOD.replace("2026-11-22T10:00:03.250Z", "yesterday"),
+     "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
 ])
 def test_each_kind_of_bad_payload_is_a_dead_letter_with_its_reason(spark, payload, reason):
     decoded = decode(raw(spark, payload), VEHICLE_EVENT)

@@ -42,7 +42,8 @@ times = st.one_of(
     st.sampled_from([10**16, 2**63 - 1, -(2**63), 9_223_372_036_854_775, 9_223_372_036_854_776]),  # past Spark's timestamps
 )
 scalars = st.one_of(st.none(), st.booleans(), numbers, st.text(max_size=12), times)
-any_json = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+any_json = st.recursive(scalars,
+                        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
                         max_leaves=6)
 GOOD_VALUES = {"event_id": "e-1", "vehicle_id": "V1", "speed_kmh": 50.0, "lat": 52.5, "lon": 13.4, "id": "a-1", "action": "open"}
 
@@ -123,7 +124,8 @@ def test_every_json_payload_is_one_typed_event_or_one_dead_letter_with_a_reason(
     @given(st.lists(st.tuples(payloads(schema), ingest_kinds), min_size=1, max_size=40))
     def check(drawn):
         rows = [(p, None, str(i), at) for i, ((p, _), at) in enumerate(zip(drawn, ingest_times([k for _, k in drawn])))]
-        for (payload, _, _, at), (event, letter) in zip(rows, split(decode(spark.createDataFrame(rows, RAW_SCHEMA), schema), rows)):
+        decoded = decode(spark.createDataFrame(rows, RAW_SCHEMA), schema)
+        for (payload, _, _, at), (event, letter) in zip(rows, split(decoded, rows)):
             assert (event is None) != (letter is None), (payload, at, event, letter)
             if event is not None:
                 assert_a_typed_event(event, schema)

@@ -17,15 +17,25 @@ from datetime import datetime, timedelta, timezone
 from itertools import islice
 from pathlib import Path
 
-import orjson
 import bytewax.operators as op
+import orjson
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from bytewax.operators.windowing import EventClock, TumblingWindower, fold_window
 from bytewax.testing import TestingSink, cluster_main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import WATERMARK_MS, WINDOW_MS, input_files, load_zones, parse_time_ms, speed_limit, window_start, write_windows  # noqa: E402
+from common import (  # noqa: E402
+    WATERMARK_MS,
+    WINDOW_MS,
+    input_files,
+    load_zones,
+    parse_time_ms,
+    read_lines,
+    speed_limit,
+    window_start,
+    write_windows,
+)
 
 ZONES = load_zones()
 BATCH = 2_000
@@ -34,7 +44,7 @@ REPLAY_NOW = datetime(2020, 1, 1, tzinfo=timezone.utc)
 
 class _Lines(StatefulSourcePartition):
     def __init__(self, files: list[Path]):
-        self._lines = (line for path in files for line in open(path, "rb"))
+        self._lines = read_lines(files, "rb")
 
     def next_batch(self):
         batch = list(islice(self._lines, BATCH))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -56,3 +57,10 @@ def write_windows(rows, path: Path) -> int:
 def input_files(directory: Path) -> list[Path]:
     """The dataset's JSON-lines files in name order (the producer names them by first event)."""
     return sorted(p for p in Path(directory).iterdir() if p.suffix == ".jsonl" and not p.name.startswith("."))
+
+
+def read_lines(files: list[Path], mode: str = "r") -> Iterator:
+    """The files' lines, file after file, each file closed once read through (``mode="rb"`` for bytes)."""
+    for path in files:
+        with open(path, mode) as handle:
+            yield from handle

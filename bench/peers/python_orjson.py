@@ -16,7 +16,16 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import WATERMARK_MS, WINDOW_MS, input_files, load_zones, parse_time_ms, speed_limit, window_start, write_windows  # noqa: E402
+from common import (  # noqa: E402
+    WATERMARK_MS,
+    WINDOW_MS,
+    input_files,
+    load_zones,
+    parse_time_ms,
+    speed_limit,
+    window_start,
+    write_windows,
+)
 
 
 def run(dataset: Path, out: Path) -> int:

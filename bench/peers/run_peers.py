@@ -41,7 +41,7 @@ GENERATOR = "generator://?seed=7&vehicles=2000&rate=20000&late=0&duplicates=0&ma
 START = "2026-01-01T00:00:00Z"
 
 sys.path.insert(0, str(PEERS))
-from common import WATERMARK_MS, WINDOW_MS, input_files, parse_time_ms  # noqa: E402
+from common import WATERMARK_MS, WINDOW_MS, input_files, parse_time_ms, read_lines  # noqa: E402
 
 
 def setup() -> None:
@@ -159,7 +159,7 @@ def read_windows(out: Path) -> dict[tuple[int, str], tuple]:
 
 
 def closed_until_ms(dataset: Path) -> int:
-    newest = max(parse_time_ms(json.loads(line)["event_time"]) for path in input_files(dataset) for line in open(path))
+    newest = max(parse_time_ms(json.loads(line)["event_time"]) for line in read_lines(input_files(dataset)))
     return newest - WATERMARK_MS
 
 
@@ -190,7 +190,7 @@ def main() -> None:
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     dataset = args.dataset.resolve()
     ensure_dataset(dataset, args.events)
-    events = sum(1 for path in input_files(dataset) for _ in open(path))
+    events = sum(1 for _ in read_lines(input_files(dataset)))
     closed_ms = closed_until_ms(dataset)
     print(f"dataset {dataset}: {events:,} events in {len(input_files(dataset))} files; engines {', '.join(engines)}; "
           f"{args.rounds} rounds; load average {os.getloadavg()[0]:.1f}", flush=True)
@@ -220,7 +220,7 @@ def main() -> None:
         else:
             summary[engine] = {"failed": rs[0]["error"][-1000:] if rs else "not run"}
     sl = summary.get("speedlayer", {})
-    for engine, s in summary.items():
+    for s in summary.values():
         if "median_wall_s" in s and "median_wall_s" in sl:
             s["throughput_vs_speedlayer"] = sl["median_wall_s"] / s["median_wall_s"]
             s["cpu_vs_speedlayer"] = s["median_cpu_s"] / sl["median_cpu_s"]

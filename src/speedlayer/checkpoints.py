@@ -6,8 +6,10 @@ malformed ``offsets`` or ``commits`` file, but with a long message; and a checkp
 log is gone while its commits or state remain looks to Spark like a new query, which would start
 the input over from the beginning and write every result again. Both are told here in one line.
 
->>> damaged_log("Failed to read log file file:/s/checkpoints/w/commits/5. [MALFORMED_LOG_FILE] Log file was malformed")
-'checkpoint file /s/checkpoints/w/commits/5 is damaged ([MALFORMED_LOG_FILE] Log file was malformed): restore it from a backup, or start over with a new --state-dir'
+>>> spark_says = "Failed to read log file file:/s/checkpoints/w/commits/5. [MALFORMED_LOG_FILE] Log file was malformed"
+>>> print(damaged_log(spark_says))  # doctest: +NORMALIZE_WHITESPACE
+checkpoint file /s/checkpoints/w/commits/5 is damaged ([MALFORMED_LOG_FILE] Log file was malformed):
+restore it from a backup, or start over with a new --state-dir
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ from __future__ import annotations
 import errno
 import re
 import shutil
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from speedlayer.errors import ConfigError, EnvironmentProblem
 
@@ -71,8 +73,10 @@ def _free_bytes(path: Path) -> int | None:
 def disk_full(text: str, places: Iterable[Path]) -> str | None:
     """One line for a write refused because the disk is full, naming the full one of ``places``; else None.
 
-    >>> disk_full("java.io.IOException: No space left on device", [Path("/nonexistent/cp")])
-    'the disk under /nonexistent/cp is full (No space left on device): free space there or move it to a larger disk, then run the same command again: it resumes from the last committed batch'
+    >>> told = disk_full("java.io.IOException: No space left on device", [Path("/nonexistent/cp")])
+    >>> print(told)  # doctest: +NORMALIZE_WHITESPACE
+    the disk under /nonexistent/cp is full (No space left on device): free space there or move it to a larger disk,
+    then run the same command again: it resumes from the last committed batch
     """
     if NO_SPACE not in text:
         return None

@@ -9,11 +9,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import List, Optional
 
 import typer
-from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 from rich.console import Console
+from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 
 from speedlayer import __version__
 from speedlayer.config import build_settings, load_yaml, output_modes, pairs
@@ -45,47 +44,74 @@ def jobs_command() -> None:
 @app.command("run")
 def run_command(
     job: str = typer.Argument(..., help="job to run (see 'speedlayer jobs')"),
-    source: Optional[str] = typer.Option(None, "--source", help="source URI, e.g. generator://?rate=5000 or files:///landing"),
-    sink: Optional[List[str]] = typer.Option(None, "--sink", help="NAME=URI, e.g. windows=parquet:out/windows (repeatable)"),
-    trigger: Optional[str] = typer.Option(None, "--trigger", help="processing:5s | available-now | once | continuous:1s | realtime:5min (Kafka)"),
-    output_mode: Optional[List[str]] = typer.Option(None, "--output-mode", help="MODE or NAME=MODE: append | update | complete"),
-    watermark: Optional[str] = typer.Option(None, "--watermark", help="event-time watermark delay (default 5s)"),
-    max_ahead: Optional[str] = typer.Option(None, "--max-ahead", help="an event time further ahead of its ingest time is a dead letter (default: a fifth of --watermark, at least 1s)"),
-    dedup: Optional[str] = typer.Option(None, "--dedup", help="which copy of a re-sent event counts: fast (default: the first Spark meets) | exact (the lowest offset, the same on every replay and cluster; ~10% less throughput)"),
-    allowed_lateness: Optional[str] = typer.Option(None, "--allowed-lateness", help="fleet: re-emit a closed window corrected by events up to this late (default off)"),
-    window: Optional[str] = typer.Option(None, "--window", help="tumbling window length (default 10s)"),
-    slide: Optional[str] = typer.Option(None, "--slide", help="slide of the sliding windows (default 10s)"),
-    sliding_window: Optional[str] = typer.Option(None, "--sliding-window", help="length of the sliding windows (default 1min)"),
-    zones: Optional[str] = typer.Option(None, "--zones", help="speed-limit zones CSV (default: the built-in table)"),
+    source: str | None = typer.Option(None, "--source", help="source URI, e.g. generator://?rate=5000 or files:///landing"),
+    sink: list[str] | None = typer.Option(None, "--sink", help="NAME=URI, e.g. windows=parquet:out/windows (repeatable)"),
+    trigger: str | None = typer.Option(None, "--trigger",
+                                       help="processing:5s | available-now | once | continuous:1s | realtime:5min (Kafka)"),
+    output_mode: list[str] | None = typer.Option(None, "--output-mode", help="MODE or NAME=MODE: append | update | complete"),
+    watermark: str | None = typer.Option(None, "--watermark", help="event-time watermark delay (default 5s)"),
+    max_ahead: str | None = typer.Option(None, "--max-ahead",
+                                         help="an event time further ahead of its ingest time is a dead "
+                                              "letter (default: a fifth of --watermark, at least 1s)"),
+    dedup: str | None = typer.Option(None, "--dedup",
+                                     help="which copy of a re-sent event counts: fast (default: the first Spark meets) | exact "
+                                          "(the lowest offset, the same on every replay and cluster; ~10% less throughput)"),
+    allowed_lateness: str | None = typer.Option(None, "--allowed-lateness",
+                                                help="fleet: re-emit a closed window corrected "
+                                                     "by events up to this late (default off)"),
+    window: str | None = typer.Option(None, "--window", help="tumbling window length (default 10s)"),
+    slide: str | None = typer.Option(None, "--slide", help="slide of the sliding windows (default 10s)"),
+    sliding_window: str | None = typer.Option(None, "--sliding-window", help="length of the sliding windows (default 1min)"),
+    zones: str | None = typer.Option(None, "--zones", help="speed-limit zones CSV (default: the built-in table)"),
     # --- trips, count windows (state-windows) ---
-    trip_gap: Optional[str] = typer.Option(None, "--trip-gap", help="trips: a trip ends after this long without a ping (default 5min)"),
-    max_trip: Optional[str] = typer.Option(None, "--max-trip", help="trips: cut a trip at every multiple of this since the epoch, so state stays bounded (default 1h)"),
-    count_window: Optional[int] = typer.Option(None, "--count-window", help="count-windows: pings per window (default 20)"),
+    trip_gap: str | None = typer.Option(None, "--trip-gap",
+                                        help="trips: a trip ends after this long without a ping (default 5min)"),
+    max_trip: str | None = typer.Option(None, "--max-trip",
+                                        help="trips: cut a trip at every multiple of this since "
+                                             "the epoch, so state stays bounded (default 1h)"),
+    count_window: int | None = typer.Option(None, "--count-window", help="count-windows: pings per window (default 20)"),
     # --- end state-windows ---
-    state_dir: Optional[str] = typer.Option(None, "--state-dir", help="checkpoints live here; a restart resumes from it"),
-    allow_changed_settings: Optional[bool] = typer.Option(None, "--allow-changed-settings", help="resume from --state-dir even though settings that change results differ"),
-    duration: Optional[float] = typer.Option(None, "--duration", help="stop gracefully after this many seconds"),
-    max_events: Optional[int] = typer.Option(None, "--max-events", help="process exactly N generated events, then exit"),
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])"),
-    spark_ui: Optional[str] = typer.Option(None, "--spark-ui", help="Spark's UI: local (default: 127.0.0.1 only, kill links off) | off | open (every interface)"),
-    ship: Optional[str] = typer.Option(None, "--ship", help="cluster masters: what executors get: auto (default: speedlayer and its Python packages, packed) | none | PATH of an archive"),
-    conf: Optional[List[str]] = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
-    option: Optional[List[str]] = typer.Option(None, "--option", help="KEY=VALUE job option, e.g. lowercase=false (repeatable)"),
-    config: Optional[str] = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
-    live: Optional[bool] = typer.Option(None, "--live/--no-live", help="redraw a live view (default: on a terminal)"),
-    dashboard: Optional[bool] = typer.Option(None, "--dashboard/--no-dashboard", help="serve the web dashboard and /metrics (default: with the live view)"),
-    dashboard_port: Optional[int] = typer.Option(None, "--dashboard-port", help="dashboard port (default 8765; a port given here must be free)"),
+    state_dir: str | None = typer.Option(None, "--state-dir", help="checkpoints live here; a restart resumes from it"),
+    allow_changed_settings: bool | None = typer.Option(None, "--allow-changed-settings",
+                                                       help="resume from --state-dir even though "
+                                                            "settings that change results differ"),
+    duration: float | None = typer.Option(None, "--duration", help="stop gracefully after this many seconds"),
+    max_events: int | None = typer.Option(None, "--max-events", help="process exactly N generated events, then exit"),
+    master: str | None = typer.Option(None, "--master", help="Spark master (default local[*])"),
+    spark_ui: str | None = typer.Option(None, "--spark-ui",
+                                        help="Spark's UI: local (default: 127.0.0.1 only, "
+                                             "kill links off) | off | open (every interface)"),
+    ship: str | None = typer.Option(None, "--ship",
+                                    help="cluster masters: what executors get: auto (default: speedlayer "
+                                         "and its Python packages, packed) | none | PATH of an archive"),
+    conf: list[str] | None = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
+    option: list[str] | None = typer.Option(None, "--option", help="KEY=VALUE job option, e.g. lowercase=false (repeatable)"),
+    config: str | None = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
+    live: bool | None = typer.Option(None, "--live/--no-live", help="redraw a live view (default: on a terminal)"),
+    dashboard: bool | None = typer.Option(None, "--dashboard/--no-dashboard",
+                                          help="serve the web dashboard and /metrics (default: with the live view)"),
+    dashboard_port: int | None = typer.Option(None, "--dashboard-port",
+                                              help="dashboard port (default 8765; a port given here must be free)"),
     host: str = typer.Option("127.0.0.1", "--host", help="address the dashboard and metrics bind to"),
-    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", help="also serve Prometheus /metrics alone on this port"),
+    metrics_port: int | None = typer.Option(None, "--metrics-port", help="also serve Prometheus /metrics alone on this port"),
     # --- speeding incidents (issue 4: incidents) ---
-    incident_after: Optional[str] = typer.Option(None, "--incident-after", help="above the limit this long opens an incident (default 10s)"),
-    incident_timeout: Optional[str] = typer.Option(None, "--incident-timeout", help="a vehicle silent this long closes its incident (default 30s)"),
-    incident_updates: Optional[bool] = typer.Option(None, "--incident-updates/--no-incident-updates", help="also emit open incidents as they change (needs update mode)"),
-    incident_initial_state: Optional[str] = typer.Option(None, "--incident-initial-state", help="Parquet/CSV table of open incidents to start from"),
+    incident_after: str | None = typer.Option(None, "--incident-after",
+                                              help="above the limit this long opens an incident (default 10s)"),
+    incident_timeout: str | None = typer.Option(None, "--incident-timeout",
+                                                help="a vehicle silent this long closes its incident (default 30s)"),
+    incident_updates: bool | None = typer.Option(None, "--incident-updates/--no-incident-updates",
+                                                 help="also emit open incidents as they change (needs update mode)"),
+    incident_initial_state: str | None = typer.Option(None, "--incident-initial-state",
+                                                      help="Parquet/CSV table of open incidents to start from"),
     # --- ride matching ---
-    rides: Optional[str] = typer.Option(None, "--rides", help="matches: source URI of the ride requests (default with a generator source: the generator's kind=rides)"),
-    match_within: Optional[str] = typer.Option(None, "--match-within", help="matches: a ping this close to the request time, either side (default 10s)"),
-    match_cell: Optional[float] = typer.Option(None, "--match-cell", help="matches: grid cell size in metres, and the farthest a matching ping is from the pickup (default 500)"),
+    rides: str | None = typer.Option(None, "--rides",
+                                     help="matches: source URI of the ride requests (default "
+                                          "with a generator source: the generator's kind=rides)"),
+    match_within: str | None = typer.Option(None, "--match-within",
+                                            help="matches: a ping this close to the request time, either side (default 10s)"),
+    match_cell: float | None = typer.Option(None, "--match-cell",
+                                            help="matches: grid cell size in metres, and the farthest "
+                                                 "a matching ping is from the pickup (default 500)"),
 ) -> None:
     """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
@@ -119,17 +145,20 @@ def run_command(
 
 @app.command("produce")
 def produce_command(
-    to: str = typer.Option(..., "--to", help="redis://host:6379/0?stream=vehicles&shards=4 | files:///landing | kafka://host:9092/topic"),
-    rate: Optional[int] = typer.Option(None, "--rate", help="events per second, 0 = as fast as possible (default: the generator's rate)"),
-    max_events: Optional[int] = typer.Option(None, "--max-events", help="publish N events, then exit (default: until Ctrl-C)"),
-    generator: str = typer.Option("generator://", "--generator", help="generator options, e.g. 'generator://?seed=7&vehicles=500'"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="generator seed (wins over --generator's)"),
-    kind: Optional[str] = typer.Option(None, "--kind", help="vehicles | actions | transactions | rides (wins over --generator's)"),
-    start: Optional[str] = typer.Option(None, "--start", help="event-time origin, ISO-8601 or epoch ms (default: now)"),
+    to: str = typer.Option(..., "--to",
+                           help="redis://host:6379/0?stream=vehicles&shards=4 | files:///landing | kafka://host:9092/topic"),
+    rate: int | None = typer.Option(None, "--rate",
+                                    help="events per second, 0 = as fast as possible (default: the generator's rate)"),
+    max_events: int | None = typer.Option(None, "--max-events", help="publish N events, then exit (default: until Ctrl-C)"),
+    generator: str = typer.Option("generator://", "--generator",
+                                  help="generator options, e.g. 'generator://?seed=7&vehicles=500'"),
+    seed: int | None = typer.Option(None, "--seed", help="generator seed (wins over --generator's)"),
+    kind: str | None = typer.Option(None, "--kind", help="vehicles | actions | transactions | rides (wins over --generator's)"),
+    start: str | None = typer.Option(None, "--start", help="event-time origin, ISO-8601 or epoch ms (default: now)"),
     from_event: int = typer.Option(0, "--from-event", help="first event number n (to continue an earlier run)"),
     chunk: int = typer.Option(50_000, "--chunk", help="events computed per Spark job"),
     master: str = typer.Option("local[*]", "--master", help="Spark master that computes the events"),
-    progress: Optional[bool] = typer.Option(None, "--progress/--no-progress", help="progress bar (default: on a terminal)"),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="progress bar (default: on a terminal)"),
 ) -> None:
     """Publish the generator's events to Redis Streams, a landing directory or Kafka."""
     from pydantic import ValidationError
@@ -137,8 +166,8 @@ def produce_command(
     from speedlayer.produce import ProduceSettings, plan_produce
 
     try:
-        settings = ProduceSettings(to=to, generator=generator, rate=rate, max_events=max_events, seed=seed, kind=kind, start=start,
-                                   from_event=from_event, chunk=chunk, master=master)
+        settings = ProduceSettings(to=to, generator=generator, rate=rate, max_events=max_events, seed=seed, kind=kind,
+                                   start=start, from_event=from_event, chunk=chunk, master=master)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise click.UsageError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
@@ -152,17 +181,20 @@ def produce_command(
 @app.command("bench")
 def bench_command(
     out_dir: str = typer.Option("bench-out", "--out", help="directory for bench.json and the PNG plots"),
-    quick: bool = typer.Option(False, "--quick", help="one small rate (2,000/s), 3 s cells, 2 s windows: every trigger in under 3 minutes on 2 idle cores"),
-    output: Optional[List[str]] = typer.Option(None, "--output", help="windows | alerts (repeatable; default both)"),
-    mode: Optional[List[str]] = typer.Option(None, "--mode", help="trigger to measure (repeatable; default: processing:0s, "
-                                             "processing:100ms, processing:1s, processing:5s, available-now, continuous:1s, realtime:)"),
-    rate: Optional[List[int]] = typer.Option(None, "--rate", help="input rate in events/s (repeatable)"),
-    cell_seconds: Optional[float] = typer.Option(None, "--cell-seconds", help="how long each cell feeds events"),
-    warmup_seconds: Optional[float] = typer.Option(None, "--warmup-seconds", help="first seconds of a cell not measured"),
-    window: Optional[str] = typer.Option(None, "--window", help="tumbling window of the windows output (default 10s; --quick 2s)"),
-    watermark: Optional[str] = typer.Option(None, "--watermark", help="watermark delay (default 5s; --quick 1s)"),
-    schedule_seconds: Optional[float] = typer.Option(None, "--schedule-seconds", help="available-now: a run every N seconds"),
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[2])"),
+    quick: bool = typer.Option(False, "--quick",
+                               help="one small rate (2,000/s), 3 s cells, 2 s windows: "
+                                    "every trigger in under 3 minutes on 2 idle cores"),
+    output: list[str] | None = typer.Option(None, "--output", help="windows | alerts (repeatable; default both)"),
+    mode: list[str] | None = typer.Option(None, "--mode",
+                                          help="trigger to measure (repeatable; default: processing:0s, processing:100ms, "
+                                               "processing:1s, processing:5s, available-now, continuous:1s, realtime:)"),
+    rate: list[int] | None = typer.Option(None, "--rate", help="input rate in events/s (repeatable)"),
+    cell_seconds: float | None = typer.Option(None, "--cell-seconds", help="how long each cell feeds events"),
+    warmup_seconds: float | None = typer.Option(None, "--warmup-seconds", help="first seconds of a cell not measured"),
+    window: str | None = typer.Option(None, "--window", help="tumbling window of the windows output (default 10s; --quick 2s)"),
+    watermark: str | None = typer.Option(None, "--watermark", help="watermark delay (default 5s; --quick 1s)"),
+    schedule_seconds: float | None = typer.Option(None, "--schedule-seconds", help="available-now: a run every N seconds"),
+    master: str | None = typer.Option(None, "--master", help="Spark master (default local[2])"),
 ) -> None:
     """Measure end-to-end latency, sustained throughput, CPU and memory per output, trigger and input rate."""
     from speedlayer.bench.lab import LabConfig
@@ -183,15 +215,16 @@ def bench_command(
 @app.command("advise")
 def advise_command(
     rate: int = typer.Option(..., "--rate", help="target input rate, events/s"),
-    latency: Optional[str] = typer.Option(None, "--latency", help="target end-to-end latency, e.g. 500ms or 2s"),
+    latency: str | None = typer.Option(None, "--latency", help="target end-to-end latency, e.g. 500ms or 2s"),
     output: str = typer.Option("windows", "--output", help="windows | alerts"),
     headroom: float = typer.Option(0.7, "--headroom", help="share of the interval a batch may take (0-1]"),
-    from_json: Optional[str] = typer.Option(None, "--from", help="fit the batch cost from a bench.json instead of measuring"),
-    size: Optional[List[int]] = typer.Option(None, "--size", help="events per batch to measure (repeatable; default 5000, 20000, 60000)"),
+    from_json: str | None = typer.Option(None, "--from", help="fit the batch cost from a bench.json instead of measuring"),
+    size: list[int] | None = typer.Option(None, "--size",
+                                          help="events per batch to measure (repeatable; default 5000, 20000, 60000)"),
     batches: int = typer.Option(3, "--batches", help="measured batches per size"),
     window: str = typer.Option("10s", "--window", help="tumbling window of the windows output"),
     watermark: str = typer.Option("5s", "--watermark", help="watermark delay"),
-    out_dir: Optional[str] = typer.Option(None, "--out", help="also draw time per batch vs batch size into this directory"),
+    out_dir: str | None = typer.Option(None, "--out", help="also draw time per batch vs batch size into this directory"),
     master: str = typer.Option("local[2]", "--master", help="Spark master"),
 ) -> None:
     """Recommend a trigger interval and maxRecordsPerTrigger for a target rate, and the modes that meet a latency."""
@@ -218,9 +251,11 @@ def advise_command(
 @app.command("status")
 def status_command(
     state_dir: str = typer.Option(..., "--state-dir", help="the --state-dir of a run (or one query's checkpoint)"),
-    operators: bool = typer.Option(True, "--operators/--no-operators", help="describe stateful operators with Spark's state-metadata source (starts Spark)"),
+    operators: bool = typer.Option(True, "--operators/--no-operators",
+                                   help="describe stateful operators with Spark's state-metadata source (starts Spark)"),
 ) -> None:
-    """Each query's last committed batch, offsets and watermark, read from the checkpoints (running or stopped), and the run's executors."""
+    """Each query's last committed batch, offsets and watermark, read from the checkpoints (running or stopped),
+    and the run's executors."""
     import tempfile
     from pathlib import Path
 

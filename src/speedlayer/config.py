@@ -14,8 +14,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -99,7 +100,7 @@ class RunSettings(BaseModel):
         data["options"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.options.items()}
         return data
 
-    def with_job_defaults(self, defaults: Mapping[str, str]) -> "RunSettings":
+    def with_job_defaults(self, defaults: Mapping[str, str]) -> RunSettings:
         """These settings with the job's own defaults for every setting nobody gave.
 
         >>> RunSettings(job="wordcount").with_job_defaults({"slide": "10s"}).slide

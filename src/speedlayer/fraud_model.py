@@ -122,7 +122,8 @@ def labelled(spark: SparkSession, generator_uri: str, first: int, end: int) -> D
 
     gen = GeneratorSource(parse_uri(generator_uri, "--generator URI"))
     if gen.options.kind != "transactions":
-        raise ConfigError(f"training needs transactions: use --generator 'generator://?kind=transactions&...', not {generator_uri!r}")
+        raise ConfigError(f"training needs transactions: use --generator 'generator://?kind=transactions&...', "
+                          f"not {generator_uri!r}")
     seq = spark.range(first, end, numPartitions=spark.sparkContext.defaultParallelism).select(F.col("id").alias("n"))
     rows = transaction_rows(seq, gen.options, gen._start())
     return rows.where(F.col("n") == F.col("src")).select(  # re-sent copies are not new history
@@ -172,7 +173,8 @@ def check_model(model_dir: str) -> dict[str, Any]:
         metadata = json.loads((path / METADATA).read_text())
     except (OSError, ValueError):
         raise ConfigError(f"{path} is not a speedlayer fraud model (no readable {METADATA}): {hint}") from None
-    if metadata.get("job") != "fraud" or metadata.get("format") != MODEL_FORMAT or list(metadata.get("features", [])) != list(FEATURES):
+    if (metadata.get("job") != "fraud" or metadata.get("format") != MODEL_FORMAT
+            or list(metadata.get("features", [])) != list(FEATURES)):
         raise ConfigError(f"the model at {path} was made for another job or version (format {metadata.get('format')!r}, "
                           f"features {metadata.get('features')}): retrain it with speedlayer train fraud --model {model_dir}")
     for part in ("pipeline", "profiles"):

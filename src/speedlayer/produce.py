@@ -14,9 +14,9 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Iterator
 from urllib.parse import urlencode
 
 from pydantic import BaseModel, Field
@@ -37,7 +37,8 @@ class ProduceSettings(BaseModel):
     max_events: int | None = Field(None, gt=0, description="stop after this many events (default: until Ctrl-C)")
     from_event: int = Field(0, ge=0, description="first event number n")
     seed: int | None = None
-    kind: str | None = Field(None, description="what to generate (vehicles, actions, transactions, rides); wins over --generator's")
+    kind: str | None = Field(None, description="what to generate (vehicles, actions, transactions, rides); "
+                                               "wins over --generator's")
     start: str | None = Field(None, description="event-time origin (ISO-8601 or epoch ms); default: now")
     chunk: int = Field(50_000, gt=0, le=5_000_000, description="events computed per Spark job")
     master: str = "local[*]"
@@ -196,10 +197,7 @@ def produce(spark, plan: ProducePlan, on_progress: Callable[[int, float], None] 
     """
     stop = stop or threading.Event()
     destination = plan.destination
-    if plan.pace:
-        size = max(1, int(plan.pace * destination.paced_slice_s))
-    else:
-        size = destination.max_slice
+    size = max(1, int(plan.pace * destination.paced_slice_s)) if plan.pace else destination.max_slice
     sent, stopped_by = 0, "end of input"
     destination.open()
     started = time.monotonic()

@@ -16,8 +16,8 @@ import os
 import re
 import socket
 import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator, Mapping
 
 from speedlayer.errors import ConfigError, EnvironmentProblem
 

@@ -14,9 +14,10 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlencode
 
 from speedlayer.checkpoints import check_intact, told_when_full
@@ -36,10 +37,10 @@ from speedlayer.shipping import check_ship
 from speedlayer.sinks import open_sink
 from speedlayer.sinks.base import Sink, Target
 from speedlayer.sources import open_source
-from speedlayer.state.incidents import check_initial_state
-from speedlayer.stopping import first_line, raise_if_failed_while_stopping, stop_after_batch
 from speedlayer.sources.base import Source
 from speedlayer.sources.generator import GeneratorSource
+from speedlayer.state.incidents import check_initial_state
+from speedlayer.stopping import first_line, raise_if_failed_while_stopping, stop_after_batch
 from speedlayer.triggers import Trigger, parse_trigger
 from speedlayer.uris import parse_options
 
@@ -131,7 +132,8 @@ def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
     )
     # --- count windows (state-windows) ---
     if params.count_window <= 0:
-        raise ConfigError(f"--count-window must be a number of pings of at least 1 (got {params.count_window}): e.g. --count-window 20")
+        raise ConfigError(f"--count-window must be a number of pings of at least 1 (got {params.count_window}): "
+                          "e.g. --count-window 20")
     # --- end state-windows ---
     if params.slide_ms > params.sliding_window_ms:
         raise ConfigError(f"--slide {settings.slide} is longer than the sliding window {settings.sliding_window}: "
@@ -198,14 +200,15 @@ def plan_run(settings: RunSettings) -> RunPlan:
     if job.check is not None:
         job.check(params)
     if trigger.continuous and not source.supports_continuous:
-        raise ConfigError(f"source {source.uri.scheme}:// cannot be read in continuous mode: use a micro-batch trigger such as processing:1s")
+        raise ConfigError(f"source {source.uri.scheme}:// cannot be read in continuous mode: "
+                          "use a micro-batch trigger such as processing:1s")
     if trigger.continuous and settings.max_events:
         raise ConfigError("continuous mode has no batches to count events by: bound the run with --duration, "
                           "or use --max-events with a micro-batch trigger such as processing:0s")
     if trigger.realtime:
         _check_realtime(trigger, source, settings.conf)
 
-    sink_uris = settings.sinks or {name: "console:" for name in job.default_outputs}
+    sink_uris = settings.sinks or dict.fromkeys(job.default_outputs, "console:")
     for name in list(sink_uris) + [k for k in settings.output_mode if k != "*"]:
         if name not in job.outputs:
             raise ConfigError(f"job {job.name!r} has no output {name!r}: its outputs are {', '.join(job.outputs)}")
@@ -421,7 +424,7 @@ class Run:
     >>> run = Run(spark, plan_run(settings)); run.start(); summary = run.wait()  # doctest: +SKIP
     """
 
-    def __init__(self, spark, plan: RunPlan, on_started: Callable[["Run"], None] | None = None):
+    def __init__(self, spark, plan: RunPlan, on_started: Callable[[Run], None] | None = None):
         self.spark, self.plan = spark, plan
         interval = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
         self.tracker = ProgressTracker(interval, plan.source.lag)
@@ -489,7 +492,8 @@ class Run:
         cores, queries = self.spark.sparkContext.defaultParallelism, len(self.plan.queries)
         if cores < queries:
             raise ConfigError(f"continuous mode keeps a task running per query and source partition: {queries} queries "
-                              f"need at least {queries} cores, this session has {cores}: use --master local[{queries}] or select fewer outputs")
+                              f"need at least {queries} cores, this session has {cores}: "
+                              f"use --master local[{queries}] or select fewer outputs")
         self.plan.source.limit_partitions(cores // queries)
 
     def start_and_wait(self) -> RunSummary:

@@ -8,9 +8,9 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Mapping
 
 from speedlayer import faults
 from speedlayer.errors import ConfigError, EnvironmentProblem
@@ -111,7 +111,8 @@ def exposure_note(master: str, spark_ui: str = "local") -> str | None:
     """What a session on a cluster opens to the network, in one line (None in local mode: nothing)."""
     if is_local(master):
         return None if spark_ui != "open" else "the Spark UI listens on every interface (--spark-ui open), kill links off"
-    ui = "the Spark UI is off" if spark_ui == "off" else "the Spark UI listens on every interface (port 4040 or the next free one), kill links off"
+    ui = ("the Spark UI is off" if spark_ui == "off"
+          else "the Spark UI listens on every interface (port 4040 or the next free one), kill links off")
     return (f"--master {master}: executors must reach this driver, so its RPC and block-manager ports listen on this "
             f"machine's address (choose it with --conf spark.driver.host / spark.driver.bindAddress); {ui}")
 

@@ -28,9 +28,9 @@ import re
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from speedlayer.errors import ConfigError
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from speedlayer.checkpoints import damaged_log, disk_full
 from speedlayer.errors import QueryFailedError

@@ -86,7 +86,7 @@ class StandaloneCluster:
             return subprocess.Popen([str(spark_home() / "bin" / "spark-class"), *args], env=env, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
 
-    def start(self) -> "StandaloneCluster":
+    def start(self) -> StandaloneCluster:
         master_log = self.work_dir / "master.log"
         self.master = self._spawn([MASTER_CLASS, "--host", LOOPBACK, "--port", str(self.port), "--webui-port",
                                    str(free_port())], master_log, self.env)
@@ -153,7 +153,7 @@ class StandaloneCluster:
         if self.master is not None:
             _kill_group(self.master)
 
-    def __enter__(self) -> "StandaloneCluster":
+    def __enter__(self) -> StandaloneCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:

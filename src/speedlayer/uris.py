@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from pydantic import BaseModel, ValidationError

@@ -41,7 +41,8 @@ def _parse(rows: list[dict[str, str]], where: str) -> tuple[Zone, ...]:
                 **{k: float(row[k]) for k in COLUMNS[2:]},
             )
         except (KeyError, ValueError, AttributeError):
-            raise ConfigError(f"{where} line {number}: expected columns {', '.join(COLUMNS)} with numeric bounds and limit") from None
+            raise ConfigError(f"{where} line {number}: expected columns {', '.join(COLUMNS)} "
+                              "with numeric bounds and limit") from None
         if not (zone.min_lat <= zone.max_lat and zone.min_lon <= zone.max_lon) or zone.speed_limit_kmh <= 0:
             raise ConfigError(f"{where} line {number}: bounds must satisfy min <= max and the limit must be positive")
         zones.append(zone)

@@ -20,8 +20,15 @@ from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.shipping import ALIAS
 from tests import oracle
-from tests.e2e.checks import (check_alerts, check_dead_letters, check_sliding, check_windows, final_watermark,
-                              raw_entries, stream_pings)
+from tests.e2e.checks import (
+    check_alerts,
+    check_dead_letters,
+    check_sliding,
+    check_windows,
+    final_watermark,
+    raw_entries,
+    stream_pings,
+)
 from tests.e2e.killing import CliProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -86,7 +93,8 @@ def test_files_to_parquet_on_a_cluster_equals_local_mode(spark, cluster, cluster
         out = tmp_path / where
         run_ok(["run", "fleet", "--source", f"files://{landing}",
                 *(a for name in OUTPUTS for a in ("--sink", f"{name}=parquet:{out / name}")), "--trigger", "available-now",
-                "--incident-after", "2s", "--state-dir", str(tmp_path / f"state-{where}"), "--master", master, "--spark-ui", "off", "--no-live"],
+                "--incident-after", "2s", "--state-dir", str(tmp_path / f"state-{where}"), "--master", master,
+                "--spark-ui", "off", "--no-live"],
                tmp_path, where)
         results[where] = {name: spark.read.parquet(str(out / name)) for name in OUTPUTS}
     for name in OUTPUTS:

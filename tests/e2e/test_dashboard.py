@@ -7,7 +7,6 @@ browsers are never downloaded. Set SPEEDLAYER_UPDATE_SCREENSHOT=1 to refresh doc
 """
 
 import os
-import shutil
 import threading
 import urllib.request
 import uuid

@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.config import RunSettings
-from tests.e2e.conftest import N, PER_TRIGGER
+from tests.e2e.conftest import PER_TRIGGER, N
 from tests.e2e.killing import CliProcess, Kill, batch_ids, kill_mid_batch, mysql_rows, postgres_rows
 from tests.helpers import batch_output, closed_windows
 from tests.sinks.common import as_frame

@@ -25,9 +25,16 @@ import pytest
 
 from speedlayer.faults import DIR_ENV, ENV
 from tests import oracle
-from tests.e2e.checks import (check_alerts, check_congestion, check_dead_letters, check_sliding, check_windows,
-                              naive_utc, raw_entries)
-from tests.e2e.conftest import N, PER_TRIGGER
+from tests.e2e.checks import (
+    check_alerts,
+    check_congestion,
+    check_dead_letters,
+    check_sliding,
+    check_windows,
+    naive_utc,
+    raw_entries,
+)
+from tests.e2e.conftest import PER_TRIGGER, N
 from tests.e2e.killing import CliProcess, batch_ids, query_state, states, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -14,7 +14,6 @@ from speedlayer.monitor.executors import ExecutorRecord, ExecutorWatch
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.runner import Run, plan_run
 from speedlayer.sinks.console import BatchView
-
 from tests.monitor.test_metrics import RECORDED
 
 

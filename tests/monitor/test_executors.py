@@ -5,8 +5,17 @@ import json
 from pathlib import Path
 
 from speedlayer.monitor.executors import (
-    EXECUTORS_FILE, ExecutorBook, ExecutorRecord, ExecutorReport, ExecutorWatch, first_working, parse_executors,
-    save_report, scheduler_reader, status_lines, status_store_reader,
+    EXECUTORS_FILE,
+    ExecutorBook,
+    ExecutorRecord,
+    ExecutorReport,
+    ExecutorWatch,
+    first_working,
+    parse_executors,
+    save_report,
+    scheduler_reader,
+    status_lines,
+    status_store_reader,
 )
 
 #: Spark's status store as the REST API's ``allexecutors`` gives it (trimmed): the driver, a live

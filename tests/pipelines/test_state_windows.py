@@ -59,7 +59,7 @@ def expected_trips(pings: list[datetime], gap: timedelta, cut: timedelta) -> lis
 
 def test_a_vehicle_that_never_stops_still_ends_its_trips_at_the_max_trip_length(spark):
     # 2.5 h of pings every 20 s with no pause: without a cap this is one trip held open for good
-    pings = [("e%d" % i, "V1", 600 + 20 * i, 30.0, MITTE) for i in range(450)]
+    pings = [(f"e{i}", "V1", 600 + 20 * i, 30.0, MITTE) for i in range(450)]
     got = fleet_pipeline(events(spark, pings), Params())["trips"].select("trip_start", "trip_end", "pings")
     expected = expected_trips([T0 + timedelta(seconds=s) for _, _, s, _, _ in pings],
                               timedelta(minutes=5), timedelta(hours=1))

@@ -64,7 +64,8 @@ def windows_frame(spark, rows: list[tuple]) -> DataFrame:
 
 
 def alerts_frame(spark, n: int, first: int = 0) -> DataFrame:
-    rows = [(f"e-{i:06d}", f"V{i % 7:04d}", at(i / 10), 60.0 + i / 3, "Mitte, \"Unter den Linden\"") for i in range(first, first + n)]
+    rows = [(f"e-{i:06d}", f"V{i % 7:04d}", at(i / 10), 60.0 + i / 3, "Mitte, \"Unter den Linden\"")
+            for i in range(first, first + n)]
     return spark.createDataFrame(rows, ALERTS_SCHEMA)
 
 

@@ -64,7 +64,7 @@ class TcpProxy:
         self._trap = Trap(marker, occurrence)
         return self._trap
 
-    def up(self) -> "TcpProxy":
+    def up(self) -> TcpProxy:
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.port))
@@ -157,7 +157,7 @@ class TcpProxy:
         with self._lock:
             self._conns -= {source, dest}
 
-    def __enter__(self) -> "TcpProxy":
+    def __enter__(self) -> TcpProxy:
         return self.up()
 
     def __exit__(self, *exc) -> None:

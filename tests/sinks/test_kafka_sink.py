@@ -46,11 +46,13 @@ def test_bad_uris_are_one_line_config_errors(uri, match):
 def test_records_are_keyed_by_the_outputs_natural_key(spark):
     t0, t1 = datetime(2026, 11, 22, 10, 0, 0), datetime(2026, 11, 22, 10, 0, 10)
     windows = spark.createDataFrame([(t0, t1, "V1", 3, 42.5)],
-                                    "window_start timestamp, window_end timestamp, vehicle_id string, events long, avg_speed_kmh double")
+                                    "window_start timestamp, window_end timestamp, vehicle_id string, events long, "
+                                    "avg_speed_kmh double")
     sink = open_sink("kafka://k1:9092/w")
     target = Target("fleet", "windows", "fleet_windows", key=("window_start", "window_end", "vehicle_id"))
     [record] = sink.records(windows, target).collect()
-    assert json.loads(record.key)["vehicle_id"] == "V1" and set(json.loads(record.key)) == {"window_start", "window_end", "vehicle_id"}
+    key = json.loads(record.key)
+    assert key["vehicle_id"] == "V1" and set(key) == {"window_start", "window_end", "vehicle_id"}
     assert json.loads(record.value) | {"window_start": None, "window_end": None} == {
         "window_start": None, "window_end": None, "vehicle_id": "V1", "events": 3, "avg_speed_kmh": 42.5}
 

@@ -14,8 +14,7 @@ from speedlayer.errors import ConfigError, SinkError
 from speedlayer.sinks import open_sink
 from tests import servers
 from tests.helpers import batch_output, closed_windows
-from tests.sinks.common import (ALERTS_SCHEMA, WINDOWS_SCHEMA, alerts_frame, as_frame, run, settings, target, window,
-                                windows_frame)
+from tests.sinks.common import ALERTS_SCHEMA, WINDOWS_SCHEMA, alerts_frame, as_frame, run, settings, target, window, windows_frame
 from tests.sinks.tcp_proxy import TcpProxy
 
 

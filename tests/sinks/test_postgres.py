@@ -15,8 +15,17 @@ from speedlayer.runner import Run, plan_run
 from speedlayer.sinks import open_sink
 from tests import servers
 from tests.helpers import batch_output, wait_for_batch
-from tests.sinks.common import (ALERTS_SCHEMA, WINDOWS_SCHEMA, alerts_frame, as_frame, settings, target, unmoded,
-                                window, windows_frame)
+from tests.sinks.common import (
+    ALERTS_SCHEMA,
+    WINDOWS_SCHEMA,
+    alerts_frame,
+    as_frame,
+    settings,
+    target,
+    unmoded,
+    window,
+    windows_frame,
+)
 from tests.sinks.tcp_proxy import TcpProxy
 
 

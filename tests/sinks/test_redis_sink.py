@@ -18,8 +18,7 @@ from speedlayer.sinks import open_sink
 from speedlayer.sinks.batches import Connector
 from tests import servers
 from tests.helpers import batch_output
-from tests.sinks.common import (ALERTS_SCHEMA, WINDOWS_SCHEMA, alerts_frame, run, settings, target, unmoded, window,
-                                windows_frame)
+from tests.sinks.common import ALERTS_SCHEMA, WINDOWS_SCHEMA, alerts_frame, run, settings, target, unmoded, window, windows_frame
 from tests.sinks.tcp_proxy import TcpProxy
 
 

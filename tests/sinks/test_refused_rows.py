@@ -80,9 +80,9 @@ def random_text(n: int, seed: int) -> str:
 def test_postgres_a_key_above_the_index_row_limit_and_a_nul_are_dead_letters(spark, postgres_url, tmp_path):
     long_key = "k-" + random_text(3000, 1)
     rows = alerts(40, r17=(long_key, "V1", at(1.7), 99.0, "Mitte"), r30=("e-0030", "V2", at(3), 70.0, "Mit\x00te"))
-    with pytest.raises(psycopg.DataError, match="NUL"):  # the limit is real: PostgreSQL text cannot hold \x00
-        with psycopg.connect(postgres_url) as conn:
-            conn.execute("SELECT %s::text", ("Mit\x00te",))
+    # the limit is real: PostgreSQL text cannot hold \x00
+    with pytest.raises(psycopg.DataError, match="NUL"), psycopg.connect(postgres_url) as conn:
+        conn.execute("SELECT %s::text", ("Mit\x00te",))
     write = write_alerts(spark, postgres_url, rows, tmp_path / "rejected")
     write_alerts(spark, postgres_url, rows, tmp_path / "rejected")  # Spark replays the batch
 

@@ -35,7 +35,8 @@ class Postgres:
     def still_held(self, holder, table: str) -> bool:
         with psycopg.connect(self.url) as other:
             return other.execute("SELECT count(*) FROM pg_locks WHERE pid = %s AND relation = to_regclass(%s) "
-                                 "AND mode = 'AccessExclusiveLock' AND granted", (holder.info.backend_pid, table)).fetchone()[0] == 1
+                                 "AND mode = 'AccessExclusiveLock' AND granted",
+                                 (holder.info.backend_pid, table)).fetchone()[0] == 1
 
     def release(self, holder) -> None:
         holder.rollback()
@@ -159,9 +160,9 @@ def test_postgres_read_only_after_a_failover_is_waited_for(spark, postgres_url):
             conn.execute(f'ALTER DATABASE "{database}" SET default_transaction_read_only = {"on" if on else "off"}')
 
     read_only(True)
-    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):  # the fault is real: a write is refused
-        with psycopg.connect(postgres_url) as conn:
-            conn.execute("INSERT INTO alerts (event_id) VALUES ('x')")
+    # the fault is real: a write is refused
+    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction), psycopg.connect(postgres_url) as conn:
+        conn.execute("INSERT INTO alerts (event_id) VALUES ('x')")
     writable = threading.Timer(2.0, read_only, (False,))
     writable.start()
     started = time.monotonic()
@@ -175,4 +176,5 @@ def test_postgres_read_only_after_a_failover_is_waited_for(spark, postgres_url):
 def test_mysql_read_only_errors_are_transient(code):
     from speedlayer.sinks.mysql import MySqlDialect
 
-    assert MySqlDialect().transient(pymysql.err.OperationalError(code, "The MariaDB server is running with the --read-only option"))
+    error = pymysql.err.OperationalError(code, "The MariaDB server is running with the --read-only option")
+    assert MySqlDialect().transient(error)

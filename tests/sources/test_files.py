@@ -44,7 +44,8 @@ def test_landing_files_feed_the_fleet_job(spark, tmp_path):
     ]) + "\n")
     s = RunSettings(job="fleet", source=f"files://{landing}?max_files_per_trigger=1", trigger="available-now",
                     state_dir=str(tmp_path / "st"), output_mode={"windows": "complete"},
-                    sinks={"windows": "memory:files_windows", "alerts": "memory:files_alerts", "dead-letters": "memory:files_dead"})
+                    sinks={"windows": "memory:files_windows", "alerts": "memory:files_alerts",
+                           "dead-letters": "memory:files_dead"})
     summary = Run(spark, plan_run(s)).start_and_wait()
     assert summary.stopped_by == "end of input"
     windows = sorted((r.vehicle_id, r.events, r.max_speed_kmh) for r in spark.table("files_windows").collect())

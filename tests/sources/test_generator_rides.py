@@ -1,4 +1,5 @@
-"""The generator's ride requests (reproducible by seed: tests/sources/test_generator.py): faults as asked, pickups where the vehicles drive."""
+"""The generator's ride requests (reproducible by seed: tests/sources/test_generator.py): faults as asked,
+pickups where the vehicles drive."""
 
 from pyspark.sql import functions as F
 

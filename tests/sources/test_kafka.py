@@ -120,7 +120,8 @@ def topic(spark):
 
     name = f"speedlayer-{uuid.uuid4().hex[:8]}"
     producer = Producer({"bootstrap.servers": f"{BROKER[0]}:{BROKER[1]}"})
-    good = {"event_id": "a", "vehicle_id": "V1", "event_time": "2026-11-01T10:00:01Z", "speed_kmh": 40.0, "lat": 52.6, "lon": 13.1}
+    good = {"event_id": "a", "vehicle_id": "V1", "event_time": "2026-11-01T10:00:01Z", "speed_kmh": 40.0,
+            "lat": 52.6, "lon": 13.1}
     producer.produce(name, key=b"V1", value=json.dumps(good).encode())
     producer.produce(name, key=b"V2", value=b"{not json")
     producer.flush(30)

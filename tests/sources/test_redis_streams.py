@@ -409,7 +409,7 @@ def test_error_replies_are_one_line_errors(redis_url):
 class ClosingServer:
     """A TCP server that reads a little of every connection and closes it: Redis dying mid-request."""
 
-    def __enter__(self) -> "ClosingServer":
+    def __enter__(self) -> ClosingServer:
         import socket
         import threading
 

@@ -107,7 +107,8 @@ def test_runs_in_continuous_mode(spark, server):
 
 def test_nothing_listening_is_refused_before_start():
     port = free_port()
-    with pytest.raises(SourceError, match=f"nothing listens on 127.0.0.1:{port} .*start a line server first, e.g. `nc -lk {port}`") as err:
+    told = f"nothing listens on 127.0.0.1:{port} .*start a line server first, e.g. `nc -lk {port}`"
+    with pytest.raises(SourceError, match=told) as err:
         open_source(f"socket://127.0.0.1:{port}").check()
     assert "\n" not in str(err.value)
 
@@ -123,7 +124,8 @@ def test_the_plan_says_it_is_not_fault_tolerant():
     ("socket://localhost:9999/x", "write socket://host:port"),
     ("socket://localhost:9999?rate=1", "has no option 'rate'"),
     ("socket://localhost:9999?max_buffered_lines=0", "option 'max_buffered_lines': .*greater than 0"),
-    ("socket://localhost:9999?max_buffered_bytes=1000", "max_line_bytes .* must not exceed max_buffered_bytes .*raise max_buffered_bytes"),
+    ("socket://localhost:9999?max_buffered_bytes=1000",
+     "max_line_bytes .* must not exceed max_buffered_bytes .*raise max_buffered_bytes"),
 ])
 def test_bad_uris_are_one_line_config_errors(uri, match):
     with pytest.raises(ConfigError, match=match) as err:

@@ -26,7 +26,8 @@ def pings(vehicle, rows):
     for row in rows:
         sec, speed = row[0], row[1]
         lat, lon = (row[2], row[3]) if len(row) > 2 else (52.5, 13.4 + sec * 1e-4)
-        data.append({"vehicle_id": vehicle, "event_time": pd.Timestamp(round(sec * 1000), unit="ms"), "event_ms": round(sec * 1000),
+        ms = round(sec * 1000)
+        data.append({"vehicle_id": vehicle, "event_time": pd.Timestamp(ms, unit="ms"), "event_ms": ms,
                      "speed_kmh": float(speed), "speed_limit_kmh": LIMIT, "lat": lat, "lon": lon, "zone_id": "Z00"})
     return pd.DataFrame(data)
 
@@ -51,7 +52,8 @@ def test_incident_opens_after_ten_seconds_and_closes_once_when_speed_drops():
         (pd.Timestamp(1000, unit="ms"), pd.Timestamp(11_000, unit="ms"), pd.Timestamp(14_000, unit="ms"))
     assert inc["duration_s"] == 10.0
     # two legs of 4e-4 and 6e-4 degrees of longitude at 52.5 N
-    assert inc["distance_km"] == pytest.approx(2 * 6371.0088 * math.asin(math.cos(math.radians(52.5)) * math.sin(math.radians(1e-3) / 2)), rel=1e-9)
+    half_chord = math.cos(math.radians(52.5)) * math.sin(math.radians(1e-3) / 2)
+    assert inc["distance_km"] == pytest.approx(2 * 6371.0088 * math.asin(half_chord), rel=1e-9)
     assert records(t.setWatermark(60_000)) == []  # never again, and the idle vehicle's state is gone
     assert t.peekValueState("track", "V1") is None
 

@@ -78,7 +78,8 @@ def test_corrections_end_with_the_values_of_every_accepted_event():
     for start, n, avg, top, over, revision in emitted:
         assert revision == (last[start][-1] + 1 if start in last else 0)
         last[start] = (n, avg, top, over, revision)
-    expected = pd.DataFrame(accepted, columns=["sec", "speed"]).assign(start=lambda d: (d.sec * 1000).round().astype(int) // WINDOW * WINDOW)
+    expected = pd.DataFrame(accepted, columns=["sec", "speed"])
+    expected = expected.assign(start=lambda d: (d.sec * 1000).round().astype(int) // WINDOW * WINDOW)
     expected = expected.groupby("start").agg(n=("speed", "size"), avg=("speed", "mean"), top=("speed", "max"),
                                              over=("speed", lambda s: int((s > 50).sum())))
     assert sorted(last) == [at(s / 1000) for s in expected.index]

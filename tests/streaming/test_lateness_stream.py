@@ -72,7 +72,7 @@ def test_late_events_within_the_lateness_correct_closed_windows_and_the_books_ba
 
     # the books: the last revision of each window, plus the one window still open (z)
     last = {}
-    for start, vehicle, revision, events, *_ in windows:
+    for start, vehicle, _revision, events, *_ in windows:
         last[(start, vehicle)] = events
     accepted = sum(last.values()) + 1
     operators = [op for p in progress["windows"] for op in p["stateOperators"]]

@@ -23,17 +23,20 @@ def test_defaults_select_windows_and_alerts_on_the_console():
     # --- speeding incidents and late events (issue 4) ---
     ({"sinks": {"incidents": "console:"}, "incident_after": "0s"}, "--incident-after must be longer than zero"),
     ({"sinks": {"incidents": "console:"}, "incident_timeout": "-5s"}, "invalid --incident-timeout '-5s'"),
-    ({"sinks": {"incidents": "parquet:out/i"}, "incident_updates": True}, "--incident-updates emits an open incident more than once"),
+    ({"sinks": {"incidents": "parquet:out/i"}, "incident_updates": True},
+     "--incident-updates emits an open incident more than once"),
     ({"sinks": {"incidents": "console:"}, "incident_initial_state": "/nonexistent/open.parquet"}, "no such file or directory"),
     ({"trigger": "continuous:1s", "sinks": {"incidents": "console:"}}, "'incidents' keeps state"),
     ({"trigger": "continuous:1s", "sinks": {"late": "console:"}}, "'late' keeps state"),
     ({"sinks": {"late": "console:"}, "output_mode": {"late": "complete"}}, "'late' cannot be written in complete mode"),
     ({"sinks": {"windows": "parquet:out/w"}, "output_mode": {"windows": "update"}}, "sink parquet: takes append mode only"),
-    ({"sinks": {"alerts": "console:"}, "output_mode": {"*": "complete"}}, "'alerts' cannot be written in complete mode: it fits append, update"),
+    ({"sinks": {"alerts": "console:"}, "output_mode": {"*": "complete"}},
+     "'alerts' cannot be written in complete mode: it fits append, update"),
     ({"output_mode": {"*": "upsert"}}, "unknown output mode 'upsert'"),
     ({"trigger": "continuous:1s"}, "'windows' keeps state.*select only alerts, dead-letters"),
     ({"trigger": "continuous:1s", "sinks": {"alerts": "parquet:out/a"}}, "cannot take continuous output"),
-    ({"trigger": "continuous:1s", "sinks": {"alerts": "console:"}, "output_mode": {"alerts": "update"}}, "continuous mode writes append only"),
+    ({"trigger": "continuous:1s", "sinks": {"alerts": "console:"}, "output_mode": {"alerts": "update"}},
+     "continuous mode writes append only"),
     ({"sinks": {"windows": "parquet:out/x", "alerts": "parquet:out/x"}}, "both write to"),
     ({"sinks": {"windows": "postgresql://u@db/fleet?table=t", "alerts": "postgresql://u@db/fleet?table=t"}},
      "both write to the same PostgreSQL table"),
@@ -54,7 +57,8 @@ def test_impossible_runs_are_refused_before_start(kwargs, match):
 def test_initial_state_table_with_wrong_columns_is_refused_before_start(tmp_path):
     table = tmp_path / "open.csv"
     table.write_text("vehicle_id,started_at\nV1,2026-11-22 10:00:00\n")
-    with pytest.raises(ConfigError, match=r"lacks column\(s\) ended_at, zone_id.*it needs vehicle_id, started_at, ended_at") as err:
+    told = r"lacks column\(s\) ended_at, zone_id.*it needs vehicle_id, started_at, ended_at"
+    with pytest.raises(ConfigError, match=told) as err:
         plan(sinks={"incidents": "console:"}, incident_initial_state=str(table))
     assert "\n" not in str(err.value)
 
@@ -108,7 +112,8 @@ def test_generator_start_is_pinned_across_restarts(tmp_path):
 @pytest.mark.parametrize("kwargs,match", [
     ({"trigger": "realtime:1min"}, r"source generator:// cannot be read in real-time mode .*use a kafka:// source"),
     ({"trigger": "realtime:1min", "source": "files:///x"}, "source files:// cannot be read in real-time mode"),
-    ({"trigger": "realtime:2s", "source": "kafka://k:9092/t"}, r"shorter than real-time mode's minimum batch duration 5s .*use realtime:5s"),
+    ({"trigger": "realtime:2s", "source": "kafka://k:9092/t"},
+     r"shorter than real-time mode's minimum batch duration 5s .*use realtime:5s"),
     ({"trigger": "realtime:1min", "source": "kafka://k:9092/t", "sinks": {"alerts": "parquet:out/a"}},
      "sink parquet: cannot take real-time output"),
     ({"trigger": "realtime:1min", "source": "kafka://k:9092/t", "sinks": {"alerts": "memory:a"}},

@@ -21,7 +21,6 @@ from speedlayer.errors import ConfigError, SpeedlayerError
 from speedlayer.runner import Run, plan_run, prepare_state
 from speedlayer.session import build_session
 
-
 BENCH_DRIVER_MEMORY = "8g"
 
 
@@ -136,7 +135,8 @@ def execute_advise(rate: int, latency_ms: int | None, output: str, headroom: flo
         console.print(
             f"for {rate:,} events/s with {headroom:.0%} headroom: --trigger {advice.trigger} and "
             f"{cap} (a batch of {advice.batch_events:,} events takes "
-            f"~{advice.batch_ms:,.0f} ms of its {advice.interval_ms:,} ms; worst-case latency ~{advice.worst_latency_ms:,.0f} ms); "
+            f"~{advice.batch_ms:,.0f} ms of its {advice.interval_ms:,} ms; "
+            f"worst-case latency ~{advice.worst_latency_ms:,.0f} ms); "
             + (f"capacity at this headroom ~{advice.capacity_rate:,.0f} events/s" if math.isfinite(advice.capacity_rate)
                else "capacity unknown"), soft_wrap=True)
     console.print(advice_table(advice))

@@ -16,9 +16,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from speedlayer.bench.advice import fit_batch_cost
 from speedlayer.bench.feed import FilesFeed, SocketFeed, Template
@@ -62,7 +63,7 @@ class LabConfig:
     master: str = "local[2]"
 
     @classmethod
-    def quick(cls) -> "LabConfig":
+    def quick(cls) -> LabConfig:
         """Every trigger and both outputs at one small rate, 3 s cells and 2 s windows (2 min 30 s on 2 idle cores).
 
         Two rates took 4 min 22 s on a quiet machine: the windows cells wait for their last window

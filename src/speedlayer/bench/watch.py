@@ -19,15 +19,14 @@ from the moment its log entry exists), reading the new files with pyarrow.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-
-import json
-from pathlib import Path
 
 from speedlayer.sinks.memory import MemorySink
 from speedlayer.sinks.parquet import ParquetSink
@@ -36,7 +35,7 @@ from speedlayer.uris import parse_uri
 DUE = "_due_ms"
 
 
-def due_column(output: str, watermark_ms: int) -> "F.Column":
+def due_column(output: str, watermark_ms: int) -> F.Column:
     """When a row of ``output`` is due: its event's creation, or its window's end plus the watermark delay."""
     if output == "windows":
         return F.unix_millis(F.col("window_end")) + F.lit(watermark_ms)

@@ -2,7 +2,8 @@
 
 Plain ``http.server`` in a daemon thread; the page (``static/``, packaged with speedlayer, no CDN)
 asks ``/api/state`` once a second. It binds to 127.0.0.1 unless told otherwise, answers only requests
-whose ``Host`` is its own (DNS rebinding), shows only masked URIs, and any failure in it is logged and answered with a 500: it never stops the job.
+whose ``Host`` is its own (DNS rebinding), shows only masked URIs, and any failure in it is logged
+and answered with a 500: it never stops the job.
 
 >>> server = open_server("127.0.0.1", 8765, explicit=False, warn=print)  # doctest: +SKIP
 >>> server.serve(run, feed); server.url                                    # doctest: +SKIP
@@ -19,9 +20,10 @@ import mimetypes
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -81,7 +83,7 @@ def _query_error(query: Any, tracked: Any) -> str | None:
     return None
 
 
-def _zones(run: "Run") -> list[dict[str, Any]]:
+def _zones(run: Run) -> list[dict[str, Any]]:
     try:
         from speedlayer.zones import load_zones
 
@@ -90,7 +92,7 @@ def _zones(run: "Run") -> list[dict[str, Any]]:
         return []
 
 
-def run_state(run: "Run", feed: ResultsFeed | None, zones: list | None = None) -> dict[str, Any]:
+def run_state(run: Run, feed: ResultsFeed | None, zones: list | None = None) -> dict[str, Any]:
     """Everything the page shows, JSON-ready; URIs masked."""
     plan = run.plan
     tracked = run.tracker.snapshot()
@@ -140,7 +142,7 @@ def _host_name(header: str) -> str:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: "DashboardServer"
+    server: DashboardServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 — quiet: the terminal belongs to the view
         log.debug("dashboard: " + format, *args)
@@ -189,7 +191,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, b"not found\n", "text/plain")
             return
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
-        self._send(200, file.read_bytes(), kind + ("; charset=utf-8" if kind.startswith("text/") or kind.endswith("javascript") else ""))
+        textual = kind.startswith("text/") or kind.endswith("javascript")
+        self._send(200, file.read_bytes(), kind + ("; charset=utf-8" if textual else ""))
 
 
 class DashboardServer(ThreadingHTTPServer):
@@ -223,7 +226,7 @@ class DashboardServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
 
-    def serve(self, run: "Run", feed: ResultsFeed | None = None) -> None:
+    def serve(self, run: Run, feed: ResultsFeed | None = None) -> None:
         self.registry = metrics_registry(run.plan.job.name, run.tracker, run.executors)
         zones = _zones(run) if not self.metrics_only else []
         self._state = lambda: run_state(run, feed, zones)
@@ -247,7 +250,8 @@ def open_server(host: str, port: int, explicit: bool, warn: Callable[[str], None
         return DashboardServer(host, port, metrics_only)
     except OSError as exc:
         flag = "--metrics-port" if metrics_only else "--dashboard-port"
-        reason = f"port {port} on {host} is in use" if exc.errno == errno.EADDRINUSE else f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        reason = (f"port {port} on {host} is in use" if exc.errno == errno.EADDRINUSE
+                  else f"cannot listen on {host}:{port}: {exc.strerror or exc}")
         if explicit:
             raise ConfigError(f"{what}: {reason}: choose another {flag}, or stop what holds it") from None
         warn(f"note: no {what}: {reason} (choose another with {flag})")

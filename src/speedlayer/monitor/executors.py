@@ -29,9 +29,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from speedlayer.monitor.status import iso
 
@@ -118,7 +119,7 @@ class ExecutorReport:
                 "lost": [x.as_dict() for x in self.lost], "updated_ms": self.updated_ms, "summary": self.summary()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ExecutorReport":
+    def from_dict(cls, data: dict[str, Any]) -> ExecutorReport:
         lost = tuple(LostExecutor(str(x.get("id")), str(x.get("host_port") or ""), int(x.get("lost_ms") or 0),
                                   x.get("reason")) for x in data.get("lost") or [])
         return cls(bool(data.get("local")), data.get("alive"), data.get("cores"), int(data.get("lost_count") or 0),
@@ -289,7 +290,7 @@ class ExecutorWatch:
         self._last: float | None = None
 
     @classmethod
-    def for_session(cls, spark: Any, **kwargs: Any) -> "ExecutorWatch":
+    def for_session(cls, spark: Any, **kwargs: Any) -> ExecutorWatch:
         """The watch of a SparkSession (None: a watch that knows nothing, for runs without Spark)."""
         if spark is None:
             return cls(None, local=True, **kwargs)

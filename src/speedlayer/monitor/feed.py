@@ -12,7 +12,8 @@ import decimal
 import threading
 import time
 from collections import OrderedDict, deque
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from speedlayer.sinks.console import BatchView
 

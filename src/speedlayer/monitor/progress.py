@@ -16,8 +16,9 @@ import json
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -75,7 +76,7 @@ class QueryProgress:
 class _ProgressBridge:
     """The Java side's listener calls this (Py4J); it hands the tracker each event with a few calls."""
 
-    def __init__(self, tracker: "ProgressTracker") -> None:
+    def __init__(self, tracker: ProgressTracker) -> None:
         self.tracker = tracker
 
     def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802 — Spark's interface

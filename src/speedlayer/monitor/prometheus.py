@@ -11,7 +11,8 @@ last batch's, or now's for the executors.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -21,7 +22,7 @@ from speedlayer.monitor.executors import ExecutorWatch
 from speedlayer.monitor.progress import DURATION_BUCKETS, ProgressTracker
 
 if TYPE_CHECKING:
-    from speedlayer.runner import Run
+    pass
 
 PREFIX = "speedlayer"
 #: the ``quantile`` label of each latency percentile

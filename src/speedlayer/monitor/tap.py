@@ -37,13 +37,13 @@ ENTITY_KEYS = ("vehicle_id",)
 TAP_ROWS = 30
 
 
-def tapped_outputs(run: "Run", feed: ResultsFeed) -> list[str]:
+def tapped_outputs(run: Run, feed: ResultsFeed) -> list[str]:
     """Stateless outputs of the job's main stream that no console sink shows."""
     return [name for name, out in run.plan.job.outputs.items()
             if not out.stateful and not out.inputs and name != "dead-letters" and name not in feed.fed_by_sink]
 
 
-def start_tap(run: "Run", feed: ResultsFeed) -> Any | None:
+def start_tap(run: Run, feed: ResultsFeed) -> Any | None:
     """Start the tap query (micro-batch runs only); None with a logged reason when it cannot run."""
     plan = run.plan
     if plan.trigger.continuous or plan.trigger.realtime:

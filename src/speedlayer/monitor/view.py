@@ -25,7 +25,7 @@ def _ms(value: int | None) -> str:
     return f"{value / 1000:,.1f}s" if value >= 10_000 else f"{value:,}ms"
 
 
-def executors_line(run: "Run") -> str | None:
+def executors_line(run: Run) -> str | None:
     """The view's executors field: ``executors 2 (1 lost), 4 cores · last lost: 1 at 13:50:02Z (Worker lost)``."""
     report = run.executors.poll()
     if report.alive is None:
@@ -38,7 +38,7 @@ def executors_line(run: "Run") -> str | None:
     return line
 
 
-def rates_table(run: "Run") -> Table:
+def rates_table(run: Run) -> Table:
     """One row per query: batches, rates, last batch time, latency p50/p95/p99, watermark and its lag."""
     table = Table(title="queries", title_justify="left", expand=False)
     columns = ("output", "sink", "mode", "batches", "input rows/s", "processed rows/s", "batch",
@@ -99,7 +99,7 @@ class LiveView:
             parts.extend(render_table(v) for v in self._latest.values())
         return Group(*parts)
 
-    def attach(self, run: "Run") -> None:
+    def attach(self, run: Run) -> None:
         self._run = run
         self._started = time.monotonic()
         self._live = Live(self, console=self.console, refresh_per_second=4, transient=False)

@@ -11,7 +11,7 @@ action outside the known list (``speedlayer.schemas.APP_ACTIONS``) is a dead let
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 from pyspark.sql import DataFrame
@@ -71,13 +71,13 @@ class Output:
     #: said when a mode is refused, e.g. why a setting narrows ``modes``
     modes_note: str = ""
     #: this output as the run's settings shape it (modes, default mode, key); None: as declared
-    configure: Callable[["Output", Params], "Output"] | None = None
+    configure: Callable[[Output, Params], Output] | None = None
     #: the job's second streams (``Job.inputs``) this output reads, each from its own source (``--rides URI``)
     inputs: tuple[str, ...] = ()
     #: this output is the dead letters of that input (it reads neither the main source nor the pipeline)
     dead_letters_of: str | None = None
 
-    def for_params(self, params: Params) -> "Output":
+    def for_params(self, params: Params) -> Output:
         """This output under the run's settings.
 
         >>> FLEET.outputs["windows"].for_params(Params(allowed_lateness_ms=30_000)).default_mode  # doctest: +SKIP
@@ -117,7 +117,7 @@ class Job:
     #: cluster each is checked to be shared by every machine before start (``speedlayer.reach``)
     shared_paths: Callable[[Params], Mapping[str, Path]] | None = None
 
-    def with_max_ahead(self, max_ahead_ms: int) -> "Job":
+    def with_max_ahead(self, max_ahead_ms: int) -> Job:
         """This job with every stream's schema allowing event times ``max_ahead_ms`` ahead of ingest time.
 
         >>> FLEET.with_max_ahead(2_000).schema.max_ahead_ms  # doctest: +SKIP

@@ -7,7 +7,7 @@ stream. Re-sent events are dropped by ``event_id`` before anything is counted (`
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F

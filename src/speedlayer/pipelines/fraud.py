@@ -11,8 +11,8 @@ the watermark (``speedlayer.pipelines.dedup``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame

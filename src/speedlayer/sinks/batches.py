@@ -23,9 +23,11 @@ import logging
 import re
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pydantic import BaseModel, Field, field_validator
@@ -33,8 +35,15 @@ from pydantic import BaseModel, Field, field_validator
 from speedlayer.durations import parse_duration
 from speedlayer.errors import ConfigError, SinkError
 from speedlayer.faults import reached
-from speedlayer.sinks.rejects import (PARTITION_RESULT, RejectStore, partition_result, row_json, row_offset, without,
-                                      write_isolating)
+from speedlayer.sinks.rejects import (
+    PARTITION_RESULT,
+    RejectStore,
+    partition_result,
+    row_json,
+    row_offset,
+    without,
+    write_isolating,
+)
 
 log = logging.getLogger("speedlayer.sinks")
 T = TypeVar("T")
@@ -205,7 +214,7 @@ class PartitionJob:
         try:
             for batch in batches:
                 if batch.num_rows:  # an empty partition opens no connection
-                    bad = retrying(lambda: attempt(batch), transient=connector.transient, retry_for_s=connector.retry_for_s,
+                    bad = retrying(partial(attempt, batch), transient=connector.transient, retry_for_s=connector.retry_for_s,
                                    what=connector.what, secret=connector.secret, on_failure=drop,
                                    timed_out=connector.timed_out)
                     refused += [(row_json(batch, row), reason, row_offset(self.output, batch, row, self.key))

@@ -12,7 +12,8 @@ key strings are ``VARCHAR(255)`` with a binary collation, so keys compare exactl
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc

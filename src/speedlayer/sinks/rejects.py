@@ -18,8 +18,8 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -120,7 +120,8 @@ def nul_rows(batch: pa.RecordBatch) -> Iterator[tuple[int, str]]:
 class RejectStore:
     """The refused rows of one output, as dead-letter Parquet files in ``folder``, one per batch.
 
-    >>> RejectStore(Path("st/rejected/totals"), "totals").save(3, [("{...}", "MariaDB refused: ...", "totals/x")])  # doctest: +SKIP
+    >>> store = RejectStore(Path("st/rejected/totals"), "totals")  # doctest: +SKIP
+    >>> store.save(3, [("{...}", "MariaDB refused: ...", "totals/x")])  # doctest: +SKIP
     """
 
     def __init__(self, folder: Path, output: str):

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterator
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pydantic import Field
@@ -186,7 +187,8 @@ def ensure_table(dialect: Dialect, conn: Any, table: tuple[str, ...], columns: l
                             f"add it ({col.sql}) or write to another table with ?table=NAME")
         if normalise_type(actual) not in dialect.accepts[col.spark.typeName()]:
             raise SinkError(f"table {shown} column {col.name!r} is {actual}, but output {output!r} writes "
-                            f"{col.spark.simpleString()} values ({col.sql}): alter the column or write to another table with ?table=NAME")
+                            f"{col.spark.simpleString()} values ({col.sql}): "
+                            "alter the column or write to another table with ?table=NAME")
     key = {dialect.fold(c.name) for c in columns if c.key}
     if not any({dialect.fold(n) for n in cols} == key for cols in dialect.unique_keys(conn, table)):
         names = ", ".join(c.name for c in columns if c.key)

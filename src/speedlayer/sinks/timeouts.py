@@ -15,8 +15,8 @@ import math
 import os
 import socket
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 #: the longest and shortest bound on one statement (seconds)
 MAX_STATEMENT_S, MIN_STATEMENT_S = 60.0, 1.0

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 

@@ -134,7 +134,8 @@ class FilesSource(Source):
 
     def _load(self, spark: SparkSession, streaming: bool) -> DataFrame:
         reader = spark.readStream.options(**self._spark_options()) if streaming else spark.read
-        rows = {"json": self._json_lines, "text": self._json_lines, "csv": self._csv_rows, "parquet": self._parquet_rows}[self.options.format]
+        by_format = {"json": self._json_lines, "text": self._json_lines, "csv": self._csv_rows, "parquet": self._parquet_rows}
+        rows = by_format[self.options.format]
         return rows(spark, reader).select(
             "value",
             F.lit(None).cast("string").alias("key"),

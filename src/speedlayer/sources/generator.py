@@ -15,8 +15,9 @@ import importlib
 import json
 import math
 import time
+from collections.abc import Callable, MutableMapping
 from datetime import datetime, timezone
-from typing import Any, Callable, MutableMapping
+from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import Column, DataFrame, SparkSession

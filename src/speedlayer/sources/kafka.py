@@ -191,7 +191,8 @@ class KafkaSource(Source):
 
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         if max_events is not None:
-            raise ConfigError("--max-events counts generated events; bound a Kafka run with --trigger available-now or --duration")
+            raise ConfigError("--max-events counts generated events; "
+                              "bound a Kafka run with --trigger available-now or --duration")
         return self._raw(spark.readStream.format(DATA_SOURCE).options(**self.spark_options()).load())
 
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -20,7 +21,14 @@ from pyspark.sql.types import StructType
 from speedlayer.schemas import RAW_SCHEMA
 from speedlayer.sources.redis_location import RedisLocation
 from speedlayer.sources.redis_offsets import (  # noqa: F401 — re-exported for redis_streams
-    Advancer, LostRange, StreamInfo, entry_order, report_loss, stream_infos, trimmed_after, untouched_since,
+    Advancer,
+    LostRange,
+    StreamInfo,
+    entry_order,
+    report_loss,
+    stream_infos,
+    trimmed_after,
+    untouched_since,
 )
 
 FORMAT = "speedlayer_redis_streams"

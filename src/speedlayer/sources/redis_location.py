@@ -44,7 +44,7 @@ class RedisLocation:
         return f"{self.host}:{self.port}"
 
     @classmethod
-    def from_uri(cls, uri: Uri, stream: str, shards: int | None) -> "RedisLocation":
+    def from_uri(cls, uri: Uri, stream: str, shards: int | None) -> RedisLocation:
         """Keys ``<stream>:0`` … ``<stream>:<shards-1>``, or ``<stream>`` alone without shards.
 
         >>> RedisLocation.from_uri(parse_uri("redis://:pw@db:6380/2"), "v", 2).keys

@@ -26,7 +26,8 @@ planned range (a replayed batch too) holds fewer entries than it held when plann
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, MutableMapping
+from collections.abc import MutableMapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame, SparkSession
@@ -35,11 +36,16 @@ from speedlayer.errors import ConfigError, SourceError
 from speedlayer.schemas import RAW_SCHEMA
 from speedlayer.sources.base import Source, snake_case_options
 from speedlayer.sources.redis_datasource import (
-    FORMAT, IDLE, Advancer, RedisStreamsDataSource, entry_order, stream_infos, untouched_since,
+    FORMAT,
+    IDLE,
+    Advancer,
+    RedisStreamsDataSource,
+    entry_order,
+    stream_infos,
+    untouched_since,
 )
 from speedlayer.sources.redis_location import RedisLocation
 from speedlayer.uris import Uri, parse_options
-
 
 #: run-state entry: the last ids when a run with starting_offsets=latest first started
 LATEST_IDS = "redis_latest_ids"
@@ -156,7 +162,7 @@ class RedisStreamsSource(Source):
 
         >>> RedisStreamsSource(parse_uri("redis://localhost/0?stream=v")).read_batch(spark, 1000)  # doctest: +SKIP
         """
-        starts = {key: "0-0" for key in self.location.keys}
+        starts = dict.fromkeys(self.location.keys, "0-0")
         if self.options.starting_offsets == "latest":
             if self.latest_ids is None:
                 raise ConfigError("a batch read of Redis Streams from latest needs the run's pinned ids: "

@@ -46,7 +46,7 @@ class SocketOptions(BaseModel):
     max_line_bytes: int = Field(4 << 20, gt=0, description="a longer line is cut to this many bytes")
 
     @model_validator(mode="after")
-    def _a_line_fits(self) -> "SocketOptions":
+    def _a_line_fits(self) -> SocketOptions:
         if self.max_line_bytes > self.max_buffered_bytes:
             raise ValueError(f"max_line_bytes ({self.max_line_bytes}) must not exceed max_buffered_bytes "
                              f"({self.max_buffered_bytes}): lower it, or raise max_buffered_bytes")

@@ -20,14 +20,15 @@ still open).
 from __future__ import annotations
 
 import csv
-from dataclasses import astuple, dataclass, fields
+from collections.abc import Iterator
+from dataclasses import astuple, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
 from speedlayer.errors import ConfigError
 
@@ -307,7 +308,8 @@ def initial_state_columns(path: str) -> list[str]:
     """
     where = Path(path)
     if not where.exists():
-        raise ConfigError(f"incident initial state {path}: no such file or directory: give a Parquet or CSV table of open incidents")
+        raise ConfigError(f"incident initial state {path}: no such file or directory: "
+                          "give a Parquet or CSV table of open incidents")
     if where.suffix.lower() == ".csv":
         with where.open(newline="") as handle:
             return [name.strip() for name in next(csv.reader(handle), [])]
@@ -325,17 +327,16 @@ def check_initial_state(path: str) -> None:
     missing = [c for c in INITIAL_STATE_COLUMNS if c not in initial_state_columns(path)]
     if missing:
         raise ConfigError(f"incident initial state {path} lacks column(s) {', '.join(missing)}: it needs "
-                          f"{', '.join(INITIAL_STATE_COLUMNS)} (the incidents output's columns; rows with status 'closed' are skipped)")
+                          f"{', '.join(INITIAL_STATE_COLUMNS)} "
+                          "(the incidents output's columns; rows with status 'closed' are skipped)")
 
 
 def read_initial_state(spark, path: str):
     """The open incidents of an initial-state table as a DataFrame with typed INITIAL_STATE_COLUMNS."""
     from pyspark.sql import functions as F
 
-    if Path(path).suffix.lower() == ".csv":
-        table = spark.read.option("header", True).csv(path)
-    else:
-        table = spark.read.parquet(path)
+    is_csv = Path(path).suffix.lower() == ".csv"
+    table = spark.read.option("header", True).csv(path) if is_csv else spark.read.parquet(path)
     if "status" in table.columns:
         table = table.where(F.col("status").isNull() | (F.col("status") != "closed"))
     types = {f.name: f.dataType for f in INCIDENT_SCHEMA.fields}

@@ -18,7 +18,8 @@ would filter the very rows it is meant to keep before they reach it.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd

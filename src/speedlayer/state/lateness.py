@@ -20,7 +20,8 @@ Events Spark drops there are exactly what the ``late`` output keeps (``speedlaye
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
