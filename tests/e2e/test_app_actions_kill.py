@@ -8,10 +8,11 @@ restart must equal the batch recomputation over the same events: every window's 
 from __future__ import annotations
 
 import pytest
+from pyspark.sql import DataFrame
+from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.config import RunSettings
-from tests.e2e.killing import CliProcess, kill_mid_batch
-from tests.e2e.test_exactly_once import assert_exactly, mysql_rows
+from tests.e2e.killing import CliProcess, kill_mid_batch, mysql_rows
 from tests.helpers import batch_output
 from tests.sinks.common import as_frame
 
@@ -43,3 +44,9 @@ def test_kill_and_restart_do_not_double_count(spark, mysql_url, tmp_path):
     got = as_frame(spark, mysql_rows(mysql_url, "action_counts", expected.columns), expected)
     assert expected.count() > 100
     assert_exactly(got, expected, KEY)
+
+
+def assert_exactly(got: DataFrame, expected: DataFrame, key: list[str]) -> None:
+    """No row missing, none twice, every value as computed in batch."""
+    assert got.count() == got.select(*key).distinct().count(), "a key was written twice"
+    assertDataFrameEqual(got, expected, rtol=1e-9)

@@ -9,18 +9,18 @@ from tests.helpers import batch_output, closed_windows
 
 
 def test_bounded_run_writes_what_the_batch_function_computes(spark, run_cli, tmp_path):
-    source = "generator://?late=0&seed=7&rate=2000&rows_per_batch=20000"
-    result = run_cli("run", "fleet", "--source", source, "--max-events", "40000", "--state-dir", "st", "--no-live",
+    source = "generator://?late=0&seed=7&rate=500&rows_per_batch=5000"
+    result = run_cli("run", "fleet", "--source", source, "--max-events", "10000", "--state-dir", "st", "--no-live",
                      "--sink", "windows=parquet:out/windows", "--sink", "alerts=parquet:out/alerts",
                      "--sink", "dead-letters=parquet:out/dead-letters")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
-    assert "stopped by --max-events 40000" in result.stdout
+    assert "stopped by --max-events 10000" in result.stdout
 
     state = tmp_path / "st"
     start_ms = json.loads((state / "speedlayer-run.json").read_text())["run_state"]["generator_start_ms"]
     last = {q["output"]: q for q in json.loads((state / "last-run.json").read_text())["queries"]}
-    settings = RunSettings(job="fleet", source=f"{source}&start={start_ms}", max_events=40000)
+    settings = RunSettings(job="fleet", source=f"{source}&start={start_ms}", max_events=10000)
 
     windows = spark.read.parquet(str(tmp_path / "out/windows"))
     expected = closed_windows(batch_output(spark, settings, "windows"), last["windows"]["watermark"])

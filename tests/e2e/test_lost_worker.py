@@ -1,21 +1,36 @@
-"""A worker lost mid-run: the fleet job goes on with the survivor, and nothing is lost or written twice.
+"""Redis into every kind of sink on the cluster, a worker lost mid-run: the fleet job goes on with the
+survivor, and nothing is lost or written twice.
 
-The run reads the shared Redis stream in micro-batches of PER_TRIGGER into PostgreSQL on the
-two-worker cluster. ``speedlayer.faults`` holds the first executor task that has written part of
-its partition in batch HELD (``mid-write:HELD:once``, a marker names its Python worker); the test
-then SIGKILLs that executor's worker with everything below it, as a machine that dies. Spark must
-notice the lost executor (its log says so), run the task again on the survivor, and finish the run;
-PostgreSQL then holds exactly the oracle's windows.
+The run reads the shared Redis stream in micro-batches of PER_TRIGGER into PostgreSQL (windows),
+MariaDB (alerts) and Redis (dead letters as a stream, sliding windows as hashes) on the two-worker
+cluster, whose Python has nothing of speedlayer: it runs only what speedlayer ships.
+``speedlayer.faults`` holds the first executor task that has written part of its partition in batch
+HELD (``mid-write:HELD:once``, a marker names its Python worker); the test then SIGKILLs that
+executor's worker with everything below it, as a machine that dies. Spark must notice the lost
+executor (its log says so), run the task again on the survivor, and finish the run; every sink
+then holds exactly the oracle's rows.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from speedlayer.faults import DIR_ENV, ENV
-from tests.e2e.checks import check_windows, final_watermark, stream_pings
+from speedlayer.shipping import ALIAS
+from tests import oracle
+from tests.e2e.checks import (
+    check_alerts,
+    check_dead_letters,
+    check_sliding,
+    check_windows,
+    final_watermark,
+    raw_entries,
+    stream_pings,
+)
 from tests.e2e.conftest import N
 from tests.e2e.killing import CliProcess, batch_ids, query_state, wait_for
 
@@ -32,21 +47,31 @@ def held_pid(markers) -> int | None:
     return int(found[0].name.rsplit("-", 1)[1]) if found else None
 
 
-def test_a_worker_killed_mid_batch_loses_nothing(cluster, cluster_env, stream, postgres_url, tmp_path, monkeypatch):
+def shipped_to(cluster) -> list[Path]:
+    """The unpacked environments in the workers' application directories (one per executor that ran)."""
+    return [p for w in cluster.workers for p in w.work_dir.glob(f"app-*/*/{ALIAS}/speedlayer/__init__.py")]
+
+
+def test_every_sink_on_a_cluster_loses_nothing_when_a_worker_dies_mid_batch(cluster, cluster_env, stream, postgres_url,
+                                                                            mysql_url, redis_url, tmp_path, monkeypatch):
+    redis_base, prefix = redis_url
+    sinks = {"windows": f"{postgres_url}?table=windows", "alerts": f"{mysql_url}?table=alerts",
+             "dead-letters": f"{redis_base}?prefix={prefix}:dl", "sliding": f"{redis_base}?prefix={prefix}:sl"}
     markers, state = tmp_path / "markers", tmp_path / "state"
     monkeypatch.setenv(ENV, f"mid-write:{HELD}:once")
     monkeypatch.setenv(DIR_ENV, str(markers))
     args = ["run", "fleet", "--source", f"{stream}&max_records_per_trigger={PER_TRIGGER}",
-            "--sink", f"windows={postgres_url}?table=windows", "--trigger", "processing:0s", "--max-events", str(N),
-            "--state-dir", str(state), "--master", cluster.url, "--spark-ui", "off", "--no-live"]
+            *(a for o, uri in sinks.items() for a in ("--sink", f"{o}={uri}")), "--trigger", "processing:0s",
+            "--max-events", str(N), "--state-dir", str(state), "--master", cluster.url, "--spark-ui", "off", "--no-live"]
     process = CliProcess(args, tmp_path, tmp_path / "run.log")
     victim = None
     try:
         pid = wait_for(lambda: held_pid(markers), process, 300, f"an executor held at mid-write of batch {HELD}")
         victim = cluster.worker_of(pid)
         assert victim is not None, f"the held Python worker {pid} runs under no worker of the cluster"
-        checkpoint = state / "checkpoints" / "windows"
-        assert query_state(checkpoint).in_flight == HELD  # planned, partly written, not committed: the moment claimed
+        in_flight = {o: query_state(state / "checkpoints" / o).in_flight for o in sinks}
+        # planned, partly written, not committed: the moment claimed (in whichever query's task arrived first)
+        assert HELD in in_flight.values(), in_flight
         cluster.kill_worker(victim)
         assert not cluster.workers[victim].alive
 
@@ -58,11 +83,19 @@ def test_a_worker_killed_mid_batch_loses_nothing(cluster, cluster_env, stream, p
             cluster.replace_worker(victim)
     output = process.output()
     assert f"stopped by --max-events {N}" in output and "Traceback" not in output, output[-3000:]
+    assert re.search(r"shipping speedlayer and \d+ Python packages to the executors .* they run python3\.\d+", output)
+    assert len(shipped_to(cluster)) >= 1, "no executor unpacked the shipped environment"
     spark_log = (state / "spark.log").read_text(errors="replace")
     assert "Lost executor" in spark_log or "lost executor" in spark_log.lower(), spark_log[-3000:]
     executors = json.loads((state / "executors.json").read_text())  # what status and the dashboard show
     assert executors["lost_count"] >= 1 and executors["alive"] >= 1, executors
-    commits = batch_ids(state / "checkpoints" / "windows" / "commits")
-    assert commits == set(range(max(commits) + 1)) and HELD in commits
+    for output_name in sinks:
+        commits = batch_ids(state / "checkpoints" / output_name / "commits")
+        assert commits == set(range(max(commits) + 1)), (output_name, commits)
 
-    check_windows(postgres_url, stream_pings(stream), final_watermark(state, "windows"))
+    pings = stream_pings(stream)
+    check_windows(postgres_url, pings, final_watermark(state, "windows"))
+    check_alerts(mysql_url, pings)
+    refused = [(o, p) for o, p, ingest in raw_entries(stream) if oracle.parse(p, ingest) is None]
+    check_dead_letters(f"{prefix}:dl", refused)
+    check_sliding(f"{prefix}:sl", pings, final_watermark(state, "sliding"))
