@@ -43,7 +43,7 @@ class RunSettings(BaseModel):
     max_ahead: str | None = None
     allowed_lateness: str | None = None  # fleet windows: correct closed windows with events this late
     #: which copy of a re-sent event counts on a stream: "exact" the lowest offset, "fast" the first Spark meets
-    dedup: Literal["exact", "fast"] = "fast"
+    dedup: Literal["exact", "fast"] = "exact"
     window: str = "10s"
     slide: str = "10s"
     sliding_window: str = "1min"

@@ -70,13 +70,13 @@ def test_max_ahead_from_the_config_file_or_the_flag_else_a_fifth_of_the_watermar
     assert plan_run(build_settings({"job": "app-actions"}, {})).job.schema.max_ahead_ms == 120_000  # its watermark: 10min
 
 
-def test_dedup_is_fast_unless_exact_is_asked_for_and_other_words_are_refused(tmp_path):
+def test_dedup_is_exact_unless_fast_is_asked_for_and_other_words_are_refused(tmp_path):
     from speedlayer.runner import plan_run
 
     path = tmp_path / "fleet.yaml"
-    path.write_text("job: fleet\ndedup: exact\n")
-    assert plan_run(build_settings({"job": "fleet"}, {})).params.dedup == "fast"
-    assert plan_run(build_settings(load_yaml(str(path)), {})).params.dedup == "exact"
-    assert plan_run(build_settings(load_yaml(str(path)), {"dedup": "fast"})).params.dedup == "fast"
+    path.write_text("job: fleet\ndedup: fast\n")
+    assert plan_run(build_settings({"job": "fleet"}, {})).params.dedup == "exact"
+    assert plan_run(build_settings(load_yaml(str(path)), {})).params.dedup == "fast"
+    assert plan_run(build_settings(load_yaml(str(path)), {"dedup": "exact"})).params.dedup == "exact"
     with pytest.raises(ConfigError, match="setting 'dedup'.*'exact' or 'fast'"):
         build_settings({"job": "fleet"}, {"dedup": "first"})

@@ -29,7 +29,7 @@ class Params:
     #: continuous mode keeps no state: no watermark, and re-sent events are not dropped
     continuous: bool = False
     #: which copy of a re-sent event a stream keeps: "exact" the lowest offset, "fast" the first Spark meets
-    dedup: str = "fast"
+    dedup: str = "exact"
     #: the job's own options (an instance of ``Job.options``), from ``--option KEY=VALUE``
     options: Any = None
 
