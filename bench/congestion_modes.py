@@ -70,9 +70,9 @@ def write_landing(directory: Path, keys: int, batch: int, batches: int, seed: in
 
 
 def run_mode(spark, landing: Path, mode: str) -> dict:
+    from speedlayer.core.schemas import VEHICLE_EVENT
     from speedlayer.pipelines.base import Params
-    from speedlayer.pipelines.congestion import zone_congestion
-    from speedlayer.schemas import VEHICLE_EVENT
+    from speedlayer.pipelines.fleet.congestion import zone_congestion
 
     checkpoint = Path(tempfile.mkdtemp(prefix="congestion-bench-"))
     try:
@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args()
 
-    from speedlayer.session import build_session
+    from speedlayer.runtime.session import build_session
 
     spark = build_session(args.master, {"spark.ui.enabled": "false"}, app_name="bench-congestion-modes")
     results, started = [], time.time()

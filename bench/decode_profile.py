@@ -22,7 +22,7 @@ Decoding only (RAW rows computed once and cached):
   plain from_json        what bench/plain_fleet.py does
   text from_json         speedlayer's first step alone: from_json into all-string fields + _corrupt_record
   text + typed           ... plus its typed conversions (trim, rlike, try_cast, isnan), no checks
-  speedlayer decode      ``speedlayer.decode.decode(raw, VEHICLE_EVENT).events`` (checks, dead-letter filter)
+  speedlayer decode      ``speedlayer.decode.validate.decode(raw, VEHICLE_EVENT).events`` (checks, dead-letter filter)
 
 Whole job in batch (generator included): ``plain_windows`` vs speedlayer's ``build_output(batch=True)``.
 """
@@ -72,11 +72,12 @@ def profile(args: argparse.Namespace, tmp: Path) -> None:
     from pyspark.sql import functions as F
 
     from plain_fleet import EVENT_SCHEMA, plain_windows, raw_batch
-    from speedlayer.config import RunSettings
-    from speedlayer.decode import _CORRUPT, _text_schema, _typed, decode
-    from speedlayer.runner import build_output, plan_run
-    from speedlayer.schemas import VEHICLE_EVENT
-    from speedlayer.session import build_session
+    from speedlayer.core.schemas import VEHICLE_EVENT
+    from speedlayer.decode.validate import _CORRUPT, _text_schema, _typed, decode
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import build_output
+    from speedlayer.runtime.session import build_session
+    from speedlayer.runtime.settings import RunSettings
 
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_session(args.master, conf, app_name="bench-decode-profile", log_file=tmp / "spark.log")
@@ -90,7 +91,7 @@ def profile(args: argparse.Namespace, tmp: Path) -> None:
     def parse():
         return F.from_json("value", EVENT_SCHEMA).alias("e")
 
-    def text_json():  # speedlayer's own parse step (private helpers of speedlayer.decode, profiling only)
+    def text_json():  # speedlayer's own parse step (private helpers of speedlayer.decode.validate, profiling only)
         options = {"columnNameOfCorruptRecord": _CORRUPT, "mode": "PERMISSIVE"}
         return F.from_json("value", _text_schema(VEHICLE_EVENT), options).alias("j")
 

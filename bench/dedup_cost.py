@@ -41,7 +41,7 @@ def _patch_state_dedup() -> None:
     from pyspark.sql import types as T
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-    from speedlayer.offsets import offset_rank
+    from speedlayer.core.offsets import offset_rank
     from speedlayer.pipelines import dedup
 
     class LowestOffsetOnce(StatefulProcessor):
@@ -79,7 +79,7 @@ def _patch_state_dedup() -> None:
 def child(mode: str, events: int, rows_per_batch: int) -> None:
     if mode == "state":
         _patch_state_dedup()
-    from speedlayer.cli import app
+    from speedlayer.cli.app import app
 
     source = (f"generator://?seed=7&rows_per_batch={rows_per_batch}&rate=20000&late=0&malformed=0"
               f"&duplicates=0.01&start={START}")

@@ -61,7 +61,7 @@ def generator_uri(args: argparse.Namespace, rows_per_batch: int | None = None) -
 
 
 def _session(args: argparse.Namespace, tmp: Path, name: str):
-    from speedlayer.session import build_session
+    from speedlayer.runtime.session import build_session
 
     # Identical on both sides: speedlayer's defaults (UTC, RocksDB + changelog checkpointing,
     # shuffle partitions = cores, AQE off) plus any --conf (none by default).
@@ -165,9 +165,9 @@ def _stop_after_batch(query) -> None:
 
 def _noop_sink():
     """A speedlayer Sink (the plug-in interface every sink implements) writing to Spark's noop format."""
-    from speedlayer.pipelines.base import APPEND, COMPLETE, UPDATE
+    from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
+    from speedlayer.core.uris import parse_uri
     from speedlayer.sinks.base import AT_LEAST_ONCE, Sink
-    from speedlayer.uris import parse_uri
 
     class NoopSink(Sink):
         scheme = "noop"
@@ -188,8 +188,9 @@ def start_speedlayer(spark, args: argparse.Namespace, tmp: Path, uri: str, table
     run starts; everything else (source, decode, pipeline, trigger, checkpoint, listener) is the
     runner's own. Each of ``outputs`` is one query of the run; the first is returned with it.
     """
-    from speedlayer.config import RunSettings
-    from speedlayer.runner import Run, plan_run
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
 
     sinks = {name: f"memory:{table}" if i == 0 else f"memory:{table}_{name.replace('-', '_')}"
              for i, name in enumerate(outputs)}
@@ -338,8 +339,9 @@ def child_check(args: argparse.Namespace) -> dict[str, Any]:
 
     sys.path.insert(0, str(BENCH_DIR))
     from plain_fleet import plain_windows, raw_batch
-    from speedlayer.config import RunSettings
-    from speedlayer.runner import build_output, plan_run
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import build_output
+    from speedlayer.runtime.settings import RunSettings
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-check-"))
     report: dict[str, Any] = {}

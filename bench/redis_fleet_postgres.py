@@ -49,8 +49,9 @@ def busy_seconds(history: list[dict]) -> float:
 
 
 def run_job(spark, source: str, sinks: dict[str, str], events: int, state: Path) -> dict:
-    from speedlayer.config import RunSettings
-    from speedlayer.runner import Run, plan_run
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
 
     settings = RunSettings(job="fleet", source=source, sinks=sinks, max_events=events, trigger="processing:0s",
                            state_dir=str(state))
@@ -79,7 +80,7 @@ def main() -> None:
     import psycopg
     import redis
 
-    from speedlayer.session import build_session
+    from speedlayer.runtime.session import build_session
 
     stream = f"bench_fleet_{uuid.uuid4().hex[:8]}"
     target = f"{args.redis}?stream={stream}&shards={args.shards}"

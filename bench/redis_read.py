@@ -154,8 +154,8 @@ def main() -> None:
 
     import redis
 
-    from speedlayer.produce import ProduceSettings, plan_produce, produce
-    from speedlayer.session import build_session
+    from speedlayer.producers.produce import ProduceSettings, plan_produce, produce
+    from speedlayer.runtime.session import build_session
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-redis-"))
     stream = f"bench_{uuid.uuid4().hex[:8]}"

@@ -14,7 +14,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from speedlayer.session import build_session
+    from speedlayer.runtime.session import build_session
 
     log = tmp_path_factory.mktemp("spark-log") / "spark.log"
     session = build_session(

@@ -9,8 +9,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import build_output, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import build_output
+from speedlayer.runtime.settings import RunSettings
 
 
 def batch_output(spark, settings: RunSettings, output: str) -> DataFrame:

@@ -5,8 +5,8 @@ from datetime import datetime
 
 import pytest
 
-from speedlayer.decode import decode
-from speedlayer.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.decode.validate import decode
 
 INGEST = datetime(2026, 11, 22, 10, 0, 5)
 GOOD = '{"event_id":"e-1","vehicle_id":"V0001","event_time":"2026-11-22T10:00:03.250Z","speed_kmh":87.5,"lat":52.52,"lon":13.405}'

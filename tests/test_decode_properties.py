@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from speedlayer.decode import decode
-from speedlayer.decode_text import decode_lines
-from speedlayer.schemas import APP_ACTION, RAW_SCHEMA, TEXT_LINE, VEHICLE_EVENT, EventSchema
+from speedlayer.core.schemas import APP_ACTION, RAW_SCHEMA, TEXT_LINE, VEHICLE_EVENT, EventSchema
+from speedlayer.decode.text import decode_lines
+from speedlayer.decode.validate import decode
 
 INGEST = datetime(2026, 11, 22, 10, 0, 5)
 EPOCH = datetime(1970, 1, 1)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from speedlayer.errors import ConfigError
-from speedlayer.produce import ProduceSettings, plan_produce, produce
+from speedlayer.core.errors import ConfigError
+from speedlayer.producers.produce import ProduceSettings, plan_produce, produce
 from speedlayer.sources import open_source
 
 START = "2026-11-22T10:00:00Z"

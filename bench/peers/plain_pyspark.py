@@ -19,7 +19,7 @@ from plain_fleet import plain_windows  # noqa: E402
 
 
 def main() -> None:
-    from speedlayer.session import build_session
+    from speedlayer.runtime.session import build_session
 
     dataset, out = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
     with tempfile.TemporaryDirectory(prefix="plain-peer-") as tmp:

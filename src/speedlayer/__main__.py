@@ -1,3 +1,3 @@
-from speedlayer.cli import main
+from speedlayer.cli.app import main
 
 main()

@@ -3,7 +3,7 @@
 ``StandaloneCluster`` starts a master and workers from the installed pyspark's own launcher
 (``bin/spark-class``), each worker with its own cores, memory and work directory, and with an
 environment that hides the current virtual environment: executors find speedlayer only if it is
-shipped to them (``speedlayer.shipping``), as on a real cluster whose machines have nothing
+shipped to them (``speedlayer.runtime.shipping``), as on a real cluster whose machines have nothing
 installed. Run a job against ``cluster.url`` with ``--master``; kill a worker to test a lost machine.
 
 >>> with StandaloneCluster(workers=2, cores=1, work_dir=tmp) as cluster:  # doctest: +SKIP
@@ -23,7 +23,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from speedlayer.errors import EnvironmentProblem
+from speedlayer.core.errors import EnvironmentProblem
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"

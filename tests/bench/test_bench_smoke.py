@@ -42,7 +42,7 @@ def test_bench_writes_table_json_and_plots_and_reports_impossible_modes(run_cli,
 
 
 def test_bench_and_advise_refuse_bad_options(capsys):
-    from speedlayer.cli import main
+    from speedlayer.cli.app import main
 
     for argv, match in ((["bench", "--output", "sliding"], "not 'sliding'"),
                         (["bench", "--mode", "soon"], "unknown trigger"),
@@ -62,7 +62,7 @@ def test_bench_and_advise_refuse_bad_options(capsys):
     ([[5000, 700], [20000, 690]], "no maxRecordsPerTrigger"),  # a noisy fit: no cost per event
 ])
 def test_advise_from_a_bench_json_prints_a_trigger_and_the_modes(capsys, tmp_path, batches, expect):
-    from speedlayer.cli import main
+    from speedlayer.cli.app import main
 
     results = {"cells": [{"output": "windows", "batches": batches}]}
     (tmp_path / "bench.json").write_text(json.dumps(results))

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from speedlayer.shipping import CACHE_ENV
+from speedlayer.runtime.shipping import CACHE_ENV
 from speedlayer.testing import StandaloneCluster, bare_environment
 from tests import servers
 

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.config import RunSettings
+from speedlayer.runtime.settings import RunSettings
 from tests.e2e.killing import CliProcess, kill_mid_batch, mysql_rows
 from tests.helpers import batch_output
 from tests.sinks.common import as_frame

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests import oracle
 from tests.e2e.fleet_input import event_files
 from tests.e2e.killing import query_state

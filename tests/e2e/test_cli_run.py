@@ -4,7 +4,7 @@ import json
 
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.config import RunSettings
+from speedlayer.runtime.settings import RunSettings
 from tests.helpers import batch_output, closed_windows
 
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError, QueryFailedError
-from speedlayer.runner import Run, plan_run
+from speedlayer.core.errors import ConfigError, QueryFailedError
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 
 SOURCE = "generator://?seed=7&late=0&rate=2000&rows_per_batch=2000"
 

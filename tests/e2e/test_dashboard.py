@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from speedlayer.config import RunSettings
 from speedlayer.monitor.dashboard import open_server
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.status import add_operators, find_checkpoints
 from speedlayer.monitor.tap import start_tap
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests.conftest import ARTIFACTS, ROOT
 from tests.helpers import batch_output
 from tests.servers import unavailable

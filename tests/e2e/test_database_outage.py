@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import QueryFailedError
-from speedlayer.runner import Run, plan_run
+from speedlayer.core.errors import QueryFailedError
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests import servers
 from tests.e2e.fleet_input import INGEST, event_files, expected_alerts
 from tests.e2e.killing import QueryState, mysql_rows, postgres_rows, query_state

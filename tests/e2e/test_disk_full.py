@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import EnvironmentProblem, QueryFailedError
-from speedlayer.runner import Run, plan_run, prepare_state
+from speedlayer.core.errors import EnvironmentProblem, QueryFailedError
+from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests import oracle
 from tests.e2e.killing import batch_ids, query_state
 from tests.helpers import land_files

@@ -3,7 +3,7 @@
 One fleet run writes five outputs to the five kinds of sink: ``windows`` to PostgreSQL, ``alerts``
 to MariaDB, ``dead-letters`` to a Redis stream, ``sliding`` to Redis hashes (latest window per
 vehicle), ``congestion`` to Parquet. The run is held at a named phase of one micro-batch by
-``speedlayer.faults`` (every foreachBatch sink stops there and leaves a marker), the test sees
+``speedlayer.core.faults`` (every foreachBatch sink stops there and leaves a marker), the test sees
 every marker and the checkpoint showing that batch planned and not committed, then kills the
 whole process group and restarts the same command at the next phase:
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from speedlayer.faults import DIR_ENV, ENV
+from speedlayer.core.faults import DIR_ENV, ENV
 from tests import oracle
 from tests.e2e.checks import (
     check_alerts,

@@ -40,7 +40,7 @@ def _address(hexed: str, width: int) -> str:
 
 SESSION = """
 import sys
-from speedlayer.session import build_session
+from speedlayer.runtime.session import build_session
 spark = build_session("local[1]", {}, app_name="binding-test", log_file=sys.argv[1])
 jvm = spark.sparkContext._jvm
 print(jvm.java.lang.ProcessHandle.current().pid(), spark.sparkContext.uiWebUrl, flush=True)

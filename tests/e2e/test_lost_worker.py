@@ -4,7 +4,7 @@ survivor, and nothing is lost or written twice.
 The run reads the shared Redis stream in micro-batches of PER_TRIGGER into PostgreSQL (windows),
 MariaDB (alerts) and Redis (dead letters as a stream, sliding windows as hashes) on the two-worker
 cluster, whose Python has nothing of speedlayer: it runs only what speedlayer ships.
-``speedlayer.faults`` holds the first executor task that has written part of its partition in batch
+``speedlayer.core.faults`` holds the first executor task that has written part of its partition in batch
 HELD (``mid-write:HELD:once``, a marker names its Python worker); the test then SIGKILLs that
 executor's worker with everything below it, as a machine that dies. Spark must notice the lost
 executor (its log says so), run the task again on the survivor, and finish the run; every sink
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from speedlayer.faults import DIR_ENV, ENV
-from speedlayer.shipping import ALIAS
+from speedlayer.core.faults import DIR_ENV, ENV
+from speedlayer.runtime.shipping import ALIAS
 from tests import oracle
 from tests.e2e.checks import (
     check_alerts,

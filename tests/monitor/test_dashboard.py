@@ -6,13 +6,14 @@ import urllib.request
 
 import pytest
 
-from speedlayer.cli import main
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError
+from speedlayer.cli.app import main
+from speedlayer.core.errors import ConfigError
 from speedlayer.monitor.dashboard import open_server
 from speedlayer.monitor.executors import ExecutorRecord, ExecutorWatch
 from speedlayer.monitor.feed import ResultsFeed
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sinks.console import BatchView
 from tests.monitor.test_metrics import RECORDED
 

@@ -166,8 +166,9 @@ def test_a_local_session_has_one_executor_the_driver_with_its_cores(spark):
 
 
 def test_a_bounded_local_run_records_its_executor_for_status(spark, tmp_path):
-    from speedlayer.config import RunSettings
-    from speedlayer.runner import Run, plan_run
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
 
     state = tmp_path / "state"
     plan = plan_run(RunSettings(job="fleet", source="generator://?seed=3&rate=1000&vehicles=5", max_events=1000,

@@ -110,9 +110,10 @@ def test_latency_stays_that_of_the_newest_batch_with_events():
 def test_terminal_view_shows_rates_and_latency(tmp_path):
     from rich.console import Console
 
-    from speedlayer.config import RunSettings
     from speedlayer.monitor.view import rates_table
-    from speedlayer.runner import Run, plan_run
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
 
     run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}, state_dir=str(tmp_path))))
     run.tracker.record(RECORDED[0])
@@ -125,10 +126,11 @@ def test_terminal_view_shows_rates_and_latency(tmp_path):
 def test_terminal_view_shows_the_executors_and_the_last_lost_one(tmp_path):
     from rich.console import Console
 
-    from speedlayer.config import RunSettings
     from speedlayer.monitor.executors import ExecutorRecord, ExecutorWatch
     from speedlayer.monitor.view import LiveView
-    from speedlayer.runner import Run, plan_run
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
 
     run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}, state_dir=str(tmp_path))))
     view = LiveView(Console(record=True, width=200))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from speedlayer.cli import main
-from speedlayer.errors import ConfigError
+from speedlayer.cli.app import main
+from speedlayer.core.errors import ConfigError
 from speedlayer.monitor.status import find_checkpoints
 
 

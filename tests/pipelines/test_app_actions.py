@@ -2,11 +2,11 @@
 
 from datetime import datetime, timedelta
 
-from speedlayer.config import RunSettings
-from speedlayer.decode import decode
+from speedlayer.core.schemas import APP_ACTION, RAW_SCHEMA
+from speedlayer.decode.validate import decode
 from speedlayer.pipelines.app_actions import action_counts
 from speedlayer.pipelines.base import Params
-from speedlayer.schemas import APP_ACTION, RAW_SCHEMA
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources.generator_actions import ACTION_MIX
 from tests.helpers import batch_output
 

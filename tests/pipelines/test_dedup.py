@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
-from speedlayer.errors import ConfigError
-from speedlayer.offsets import offset_order_column, offset_rank
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.offsets import offset_order_column, offset_rank
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.dedup import drop_duplicates, lowest_offset_first
 

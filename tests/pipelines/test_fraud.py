@@ -6,10 +6,11 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError
-from speedlayer.fraud_model import labelled, train
-from speedlayer.runner import Run, plan_run
+from speedlayer.core.errors import ConfigError
+from speedlayer.pipelines.fraud.model import labelled, train
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests.helpers import batch_output
 
 GENERATOR = "generator://?kind=transactions&seed=9&cards=200&fraud=0.05&start=2026-11-22T10:00:00Z&rate=100"

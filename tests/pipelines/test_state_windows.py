@@ -8,8 +8,8 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.pipelines.base import Params
-from speedlayer.pipelines.count_windows import CountWindowState
 from speedlayer.pipelines.fleet import fleet_pipeline
+from speedlayer.pipelines.fleet.count_windows import CountWindowState
 from tests.pipelines.test_fleet import CITY, MITTE, T0, events
 
 

@@ -2,10 +2,10 @@
 
 from datetime import datetime, timedelta
 
-from speedlayer.decode_text import KEPT_CHARS, MAX_LINE_BYTES, decode_lines
+from speedlayer.core.schemas import RAW_SCHEMA
+from speedlayer.decode.text import KEPT_CHARS, MAX_LINE_BYTES, decode_lines
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.wordcount import WordcountOptions, batch_counts, wordcount_pipeline, words
-from speedlayer.schemas import RAW_SCHEMA
 
 ARRIVAL = datetime(2026, 11, 22, 10, 0, 0)
 

@@ -8,8 +8,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sinks.base import Target
 
 START = "2026-11-22T10:00:00Z"

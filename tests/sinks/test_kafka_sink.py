@@ -11,9 +11,10 @@ from datetime import datetime
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError, EnvironmentProblem, SinkError
-from speedlayer.runner import Run, plan_run, prepare_state
+from speedlayer.core.errors import ConfigError, EnvironmentProblem, SinkError
+from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sinks import open_sink
 from speedlayer.sinks.base import AT_LEAST_ONCE, Target
 from speedlayer.sources import kafka

@@ -10,7 +10,7 @@ import pymysql
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.errors import ConfigError, SinkError
+from speedlayer.core.errors import ConfigError, SinkError
 from speedlayer.sinks import open_sink
 from tests import servers
 from tests.helpers import batch_output, closed_windows

@@ -10,8 +10,9 @@ import pytest
 from psycopg import sql
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.errors import ConfigError, SinkError
-from speedlayer.runner import Run, plan_run
+from speedlayer.core.errors import ConfigError, SinkError
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
 from speedlayer.sinks import open_sink
 from tests import servers
 from tests.helpers import batch_output, wait_for_batch

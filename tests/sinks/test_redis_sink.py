@@ -11,9 +11,10 @@ import redis
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError, SinkError
-from speedlayer.runner import Run, plan_run
+from speedlayer.core.errors import ConfigError, SinkError
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sinks import open_sink
 from speedlayer.sinks.batches import Connector
 from tests import servers

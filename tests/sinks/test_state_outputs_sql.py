@@ -10,8 +10,9 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests.helpers import batch_output
 from tests.sinks import test_mysql, test_postgres
 from tests.sinks.common import as_frame

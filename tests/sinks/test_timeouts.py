@@ -11,7 +11,7 @@ import psycopg
 import pymysql
 import pytest
 
-from speedlayer.errors import SinkError
+from speedlayer.core.errors import SinkError
 from speedlayer.sinks import open_sink
 from tests import servers
 from tests.sinks.common import ALERTS_SCHEMA, alerts_frame, target

@@ -5,11 +5,12 @@ from datetime import datetime, timezone
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.decode import decode
-from speedlayer.errors import ConfigError, SourceError
-from speedlayer.runner import Run, plan_run
-from speedlayer.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.errors import ConfigError, SourceError
+from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.decode.validate import decode
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import open_source
 
 HEADER = "event_id,vehicle_id,event_time,speed_kmh,lat,lon"

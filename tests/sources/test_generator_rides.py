@@ -3,9 +3,9 @@ pickups where the vehicles drive."""
 
 from pyspark.sql import functions as F
 
-from speedlayer.config import RunSettings
-from speedlayer.decode import decode
-from speedlayer.schemas import RIDE_REQUEST
+from speedlayer.core.schemas import RIDE_REQUEST
+from speedlayer.decode.validate import decode
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import open_source
 from tests.helpers import batch_output
 

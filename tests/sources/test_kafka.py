@@ -11,13 +11,13 @@ import uuid
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.decode import decode
-from speedlayer.errors import ConfigError, EnvironmentProblem, SourceError
-from speedlayer.runner import plan_run
-from speedlayer.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.errors import ConfigError, EnvironmentProblem, SourceError
+from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.uris import Uri
+from speedlayer.decode.validate import decode
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import kafka, open_source
-from speedlayer.uris import Uri
 from tests.servers import free_port, port_open
 
 BROKER = ("localhost", 9092)
@@ -147,7 +147,7 @@ def test_records_are_read_and_decoded(spark, topic, tmp_path):
 def test_the_runner_checks_the_connector_before_any_query(spark, monkeypatch, tmp_path):
     import socket
 
-    from speedlayer.runner import Run
+    from speedlayer.runtime.run import Run
 
     monkeypatch.setattr(kafka, "DATA_SOURCE", f"kafka-absent-{uuid.uuid4().hex[:6]}")
     with socket.create_server(("127.0.0.1", 0)) as listener:  # answers the broker probe, nothing more

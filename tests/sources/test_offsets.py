@@ -13,8 +13,9 @@ import pytest
 import redis
 from pyspark.sql import Row
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import open_source
 from speedlayer.sources.generator import KINDS
 from tests.sources.test_files import HEADER, line, stream_raw

@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 import pytest
 from pyspark.sql import functions as F
 
-from speedlayer.decode import decode
-from speedlayer.errors import SourceError
-from speedlayer.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.errors import SourceError
+from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.decode.validate import decode
 from speedlayer.sources import open_source
 from speedlayer.sources.redis_streams import RedisStreamsSource
 
@@ -223,7 +223,7 @@ def test_a_key_of_another_type_is_refused(redis_url):
 
 
 def test_bad_options_are_config_errors():
-    from speedlayer.errors import ConfigError
+    from speedlayer.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="option 'starting_offsets'"):
         open_source("redis://localhost/0?startingOffsets=middle")
@@ -297,9 +297,10 @@ def test_stream_equals_batch_through_decode(spark, redis_url, tmp_path):
 def test_bounded_fleet_run_on_redis_equals_the_batch_recomputation(spark, redis_url, tmp_path):
     from pyspark.testing import assertDataFrameEqual
 
-    from speedlayer.config import RunSettings
-    from speedlayer.produce import ProduceSettings, plan_produce, produce
-    from speedlayer.runner import Run, plan_run
+    from speedlayer.producers.produce import ProduceSettings, plan_produce, produce
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
     from tests.helpers import batch_output, closed_windows
 
     url, stream = redis_url
@@ -338,8 +339,8 @@ def read_values(url: str, key: str, start: str = "0-0", end: str = "+", fetch_si
 
 
 def producer(uri: str):
+    from speedlayer.core.uris import parse_uri
     from speedlayer.producers.redis_streams import RedisStreamsDestination
-    from speedlayer.uris import parse_uri
 
     destination = RedisStreamsDestination(parse_uri(uri))
     destination.open()
@@ -386,7 +387,7 @@ def test_entries_with_other_fields_or_no_value(redis_url):
 def test_error_replies_are_one_line_errors(redis_url):
     import redis
 
-    from speedlayer.errors import SinkError
+    from speedlayer.core.errors import SinkError
 
     url, prefix = redis_url
     client = redis.Redis.from_url(url)
@@ -433,7 +434,7 @@ class ClosingServer:
 
 
 def test_unreachable_or_closing_servers_are_one_line_errors_without_the_password():
-    from speedlayer.errors import SinkError
+    from speedlayer.core.errors import SinkError
     from tests.servers import free_port
 
     port = free_port()
@@ -456,7 +457,7 @@ def test_unreachable_or_closing_servers_are_one_line_errors_without_the_password
 def test_data_path_auth_database_and_a_user_without_scripting():
     import redis
 
-    from speedlayer.errors import SinkError
+    from speedlayer.core.errors import SinkError
     from tests.servers import RedisServer
 
     with RedisServer(appendonly=False) as server:

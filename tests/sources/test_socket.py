@@ -8,11 +8,11 @@ from contextlib import closing
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.decode import decode
-from speedlayer.errors import ConfigError, SourceError
-from speedlayer.runner import plan_run
-from speedlayer.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.errors import ConfigError, SourceError
+from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.decode.validate import decode
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import open_source
 from speedlayer.sources.socket_buffer import LineBuffer, split_lines
 from tests.servers import free_port

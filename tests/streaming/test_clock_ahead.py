@@ -13,8 +13,9 @@ import os
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 VEHICLES = ("V1", "V2", "V3")

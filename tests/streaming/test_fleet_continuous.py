@@ -6,9 +6,10 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError
-from speedlayer.runner import Run, plan_run
+from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests.helpers import batch_output
 
 START = "2026-11-22T10:00:00Z"

@@ -5,9 +5,10 @@ import time
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import QueryFailedError, SinkError
-from speedlayer.runner import Run, plan_run
+from speedlayer.core.errors import QueryFailedError, SinkError
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sinks.base import AT_LEAST_ONCE, Sink
 
 SOURCE = "generator://?seed=3&start=2026-11-22T10:00:00Z&rate=200&vehicles=20&late=0&rows_per_batch=200"

@@ -11,8 +11,9 @@ import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests.helpers import batch_output
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)

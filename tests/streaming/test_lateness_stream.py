@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import build_output, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import build_output
+from speedlayer.runtime.settings import RunSettings
 from tests.helpers import land_files
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)

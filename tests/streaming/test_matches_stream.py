@@ -6,8 +6,9 @@ from datetime import datetime, timezone
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import open_source
 from tests.helpers import batch_output
 

@@ -4,11 +4,12 @@ import json
 
 from pyspark.sql import functions as F
 
-from speedlayer.config import RunSettings
-from speedlayer.decode import decode
+from speedlayer.core.schemas import VEHICLE_EVENT
+from speedlayer.decode.validate import decode
 from speedlayer.monitor import metrics
-from speedlayer.runner import Run, build_output, plan_run
-from speedlayer.schemas import VEHICLE_EVENT
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run, build_output
+from speedlayer.runtime.settings import RunSettings
 
 EVENTS, PER_BATCH = 12_000, 4_000
 SOURCE = (f"generator://?seed=5&start=2026-11-22T10:00:00Z&rate=2000&vehicles=50&late=0&duplicates=0"

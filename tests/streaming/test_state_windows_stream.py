@@ -3,8 +3,9 @@
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests.helpers import batch_output
 
 # 180 vehicles at 200 events/s: a ping per vehicle every 0.9 s, jittered by up to 0.5 s, so a 1 s gap

@@ -3,8 +3,9 @@
 import os
 import time
 
-from speedlayer.config import RunSettings
-from speedlayer.runner import Run, plan_run
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sinks.console import ConsoleSink
 from tests.sources.test_socket import LineServer, wait_rows
 

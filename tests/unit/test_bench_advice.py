@@ -6,7 +6,7 @@ import pytest
 
 from speedlayer.bench.advice import BatchCost, fit_batch_cost, recommend, round_up_interval
 from speedlayer.bench.lab import LabConfig, percentile, slope
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 
 
 def test_fit_recovers_fixed_and_per_event_cost():

@@ -2,10 +2,10 @@
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError
-from speedlayer.produce import ProduceSettings, plan_produce
-from speedlayer.runner import plan_run
+from speedlayer.core.errors import ConfigError
+from speedlayer.producers.produce import ProduceSettings, plan_produce
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.settings import RunSettings
 from tests.unit.test_cli import run
 
 

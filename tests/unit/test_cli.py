@@ -2,7 +2,7 @@
 
 import pytest
 
-from speedlayer.cli import main
+from speedlayer.cli.app import main
 
 
 def run(capsys, *argv):

@@ -1,7 +1,7 @@
 import pytest
 
-from speedlayer.config import build_settings, load_yaml, output_modes, pairs
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.settings import build_settings, load_yaml, output_modes, pairs
 
 
 def test_flags_win_over_the_config_file_key_by_key(tmp_path):
@@ -59,7 +59,7 @@ def test_allowed_lateness_from_the_config_file_and_the_flag_wins(tmp_path):
 
 
 def test_max_ahead_from_the_config_file_or_the_flag_else_a_fifth_of_the_watermark(tmp_path):
-    from speedlayer.runner import plan_run
+    from speedlayer.runtime.plan import plan_run
 
     path = tmp_path / "fleet.yaml"
     path.write_text("job: fleet\nmax-ahead: 500ms\n")
@@ -71,7 +71,7 @@ def test_max_ahead_from_the_config_file_or_the_flag_else_a_fifth_of_the_watermar
 
 
 def test_dedup_is_exact_unless_fast_is_asked_for_and_other_words_are_refused(tmp_path):
-    from speedlayer.runner import plan_run
+    from speedlayer.runtime.plan import plan_run
 
     path = tmp_path / "fleet.yaml"
     path.write_text("job: fleet\ndedup: fast\n")

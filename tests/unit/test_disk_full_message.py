@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from speedlayer import checkpoints
-from speedlayer.checkpoints import disk_full
-from speedlayer.stopping import first_line
+from speedlayer.runtime import checkpoints
+from speedlayer.runtime.checkpoints import disk_full
+from speedlayer.runtime.stopping import first_line
 
 CHECKPOINT, OUTPUT = Path("/state/checkpoints/windows"), Path("/data/out")
 

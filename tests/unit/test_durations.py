@@ -1,7 +1,7 @@
 import pytest
 
-from speedlayer.durations import format_duration, parse_duration, positive_duration, spark_interval
-from speedlayer.errors import ConfigError
+from speedlayer.core.durations import format_duration, parse_duration, positive_duration, spark_interval
+from speedlayer.core.errors import ConfigError
 
 
 @pytest.mark.parametrize("text,ms", [("5s", 5000), ("1min", 60_000), ("250ms", 250), ("2h", 7_200_000),

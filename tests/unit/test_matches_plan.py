@@ -5,10 +5,10 @@ from dataclasses import replace
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError
-from speedlayer.runner import plan_run, prepare_state
-from speedlayer.schemas import RIDE_REQUEST
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.schemas import RIDE_REQUEST
+from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.settings import RunSettings
 
 MATCHES = {"matches": "console:"}
 

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError
-from speedlayer.runner import plan_run, prepare_state
+from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.settings import RunSettings
 
 MANIFEST = "speedlayer-run.json"
 
@@ -98,11 +98,11 @@ def test_a_crash_between_writing_and_renaming_leaves_the_old_manifest(tmp_path, 
 
 
 def test_a_state_directory_held_by_a_running_process_is_refused_at_once(tmp_path):
-    from speedlayer.manifest import lock_state_dir
+    from speedlayer.runtime.manifest import lock_state_dir
 
     state = tmp_path / "st"
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from speedlayer.manifest import lock_state_dir; "
+        "import sys, time; from pathlib import Path; from speedlayer.runtime.manifest import lock_state_dir; "
         f"lock = lock_state_dir(Path({str(state)!r})); print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     try:

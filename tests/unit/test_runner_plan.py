@@ -2,9 +2,9 @@
 
 import pytest
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError, SinkError, SourceError
-from speedlayer.runner import plan_run, prepare_state
+from speedlayer.core.errors import ConfigError, SinkError, SourceError
+from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.settings import RunSettings
 
 
 def plan(**kwargs):

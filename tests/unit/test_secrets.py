@@ -5,9 +5,9 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError
-from speedlayer.uris import is_secret_option, mask_secrets, parse_options, parse_uri
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.uris import is_secret_option, mask_secrets, parse_options, parse_uri
+from speedlayer.runtime.settings import RunSettings
 
 SECRET = "zq7Kx9SECRET"
 

@@ -1,6 +1,6 @@
 """Where a session listens: loopback in local mode; on a cluster, one line says what opens."""
 
-from speedlayer.session import exposure_note, network_conf
+from speedlayer.runtime.session import exposure_note, network_conf
 
 
 def test_local_mode_binds_the_driver_and_the_ui_to_loopback_with_kill_links_off():

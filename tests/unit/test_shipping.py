@@ -6,8 +6,8 @@ import tarfile
 
 import pytest
 
-from speedlayer.errors import ConfigError
-from speedlayer.shipping import ALIAS, packed_environment, ship_plan, shipped_distributions
+from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.shipping import ALIAS, packed_environment, ship_plan, shipped_distributions
 
 
 def names() -> set[str]:
@@ -25,7 +25,7 @@ def test_the_archive_holds_importable_packages_and_is_built_once(tmp_path):
     assert count == len(shipped_distributions())
     with tarfile.open(archive) as tar:
         members = set(tar.getnames())
-    assert {"speedlayer/__init__.py", "speedlayer/shipping.py", "pyarrow/__init__.py", "pandas/__init__.py"} <= members
+    assert {"speedlayer/__init__.py", "speedlayer/runtime/shipping.py", "pyarrow/__init__.py", "pandas/__init__.py"} <= members
     assert not any("__pycache__" in m or m.endswith(".pth") for m in members)
     built = archive.stat().st_mtime_ns
     assert packed_environment(tmp_path) == (archive, count) and archive.stat().st_mtime_ns == built
@@ -53,7 +53,7 @@ def test_a_missing_archive_is_refused_with_the_fix():
 
 
 def test_executors_that_cannot_import_or_start_python_get_one_line_with_the_fix():
-    from speedlayer.reach import executors_broken
+    from speedlayer.runtime.reach import executors_broken
 
     trace = "Traceback...\nModuleNotFoundError: No module named 'speedlayer'\n\tat org.apache.spark..."
     assert "with --ship none the executors must have them installed" in str(executors_broken(RuntimeError(trace)))

@@ -2,10 +2,10 @@
 
 import pytest
 
-from speedlayer.cli import main
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError
-from speedlayer.runner import plan_run
+from speedlayer.cli.app import main
+from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.settings import RunSettings
 
 
 def plan(**kwargs):

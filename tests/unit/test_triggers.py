@@ -1,7 +1,7 @@
 import pytest
 
-from speedlayer.errors import ConfigError
-from speedlayer.triggers import Trigger, parse_trigger
+from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.triggers import Trigger, parse_trigger
 
 
 def test_parses_every_trigger_kind():

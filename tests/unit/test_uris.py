@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field
 
-from speedlayer.errors import ConfigError
-from speedlayer.uris import mask_secrets, parse_options, parse_uri
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.uris import mask_secrets, parse_options, parse_uri
 
 
 def test_parses_scheme_path_and_options():

@@ -16,10 +16,11 @@ from speedlayer.bench.advice import fit_batch_cost, recommend
 from speedlayer.bench.lab import LabConfig, batch_points, run_lab
 from speedlayer.bench.report import advice_table, cells_table, sustained_table, write_report
 from speedlayer.bench.watch import LatencySink
-from speedlayer.config import RunSettings
-from speedlayer.errors import ConfigError, SpeedlayerError
-from speedlayer.runner import Run, plan_run, prepare_state
-from speedlayer.session import build_session
+from speedlayer.core.errors import ConfigError, SpeedlayerError
+from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.session import build_session
+from speedlayer.runtime.settings import RunSettings
 
 BENCH_DRIVER_MEMORY = "8g"
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from speedlayer.errors import SpeedlayerError
+from speedlayer.core.errors import SpeedlayerError
 
 #: how often the feed wakes up to write the events that are due
 TICK_S = 0.002

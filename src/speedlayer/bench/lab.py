@@ -24,11 +24,12 @@ from typing import Any
 from speedlayer.bench.advice import fit_batch_cost
 from speedlayer.bench.feed import FilesFeed, SocketFeed, Template
 from speedlayer.bench.watch import LatencyParquetSink, LatencySink, SinkWatcher, Watched
-from speedlayer.config import RunSettings
-from speedlayer.durations import parse_duration
-from speedlayer.errors import ConfigError, SpeedlayerError
-from speedlayer.runner import Run, plan_run, prepare_state
-from speedlayer.triggers import parse_trigger
+from speedlayer.core.durations import parse_duration
+from speedlayer.core.errors import ConfigError, SpeedlayerError
+from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
+from speedlayer.runtime.triggers import parse_trigger
 
 MODES = ("processing:0s", "processing:100ms", "processing:1s", "processing:5s", "available-now", "continuous:1s",
          "realtime:")

@@ -28,9 +28,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from speedlayer.core.uris import parse_uri
 from speedlayer.sinks.memory import MemorySink
 from speedlayer.sinks.parquet import ParquetSink
-from speedlayer.uris import parse_uri
 
 DUE = "_due_ms"
 

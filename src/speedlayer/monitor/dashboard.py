@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.uris import mask_secrets
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.progress import DURATION_BUCKETS
 from speedlayer.monitor.prometheus import metrics_registry
-from speedlayer.uris import mask_secrets
 
 if TYPE_CHECKING:
-    from speedlayer.runner import Run
+    from speedlayer.runtime.run import Run
 
 log = logging.getLogger("speedlayer.monitor")
 
@@ -75,7 +75,7 @@ def _query_error(query: Any, tracked: Any) -> str | None:
         return mask_secrets(tracked.error)
     try:
         if query is not None and not query.isActive and query.exception() is not None:
-            from speedlayer.stopping import first_line
+            from speedlayer.runtime.stopping import first_line
 
             return mask_secrets(first_line(query.exception()))
     except Exception:  # noqa: BLE001 — a query being torn down may not answer
@@ -85,7 +85,7 @@ def _query_error(query: Any, tracked: Any) -> str | None:
 
 def _zones(run: Run) -> list[dict[str, Any]]:
     try:
-        from speedlayer.zones import load_zones
+        from speedlayer.core.zones import load_zones
 
         return [dict(vars(z)) for z in load_zones(run.plan.params.zones)]
     except Exception:  # noqa: BLE001 — the map draws without its zones

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 
 
 @dataclass

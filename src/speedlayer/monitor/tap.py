@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
-from speedlayer.decode import decode
-from speedlayer.errors import SpeedlayerError
+from speedlayer.core.errors import SpeedlayerError
+from speedlayer.decode.validate import decode
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.sinks.console import newest_rows
 
 if TYPE_CHECKING:
-    from speedlayer.runner import Run
+    from speedlayer.runtime.run import Run
 
 log = logging.getLogger("speedlayer.monitor")
 

@@ -16,7 +16,7 @@ from speedlayer.monitor.status import iso
 from speedlayer.sinks.console import BatchView, render_table
 
 if TYPE_CHECKING:
-    from speedlayer.runner import Run
+    from speedlayer.runtime.run import Run
 
 
 def _ms(value: int | None) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 from speedlayer.pipelines.app_actions import APP_ACTIONS_JOB
 from speedlayer.pipelines.base import Job
 from speedlayer.pipelines.fleet import FLEET

@@ -4,7 +4,7 @@ The lectures' example: a mobile app reports ``{id, time, action}``; count each a
 with a watermark and upsert the counts into MySQL in update mode, so that the table always holds
 the current count of every window. Re-sent events are dropped by ``id`` within the watermark
 (``speedlayer.pipelines.dedup``); an
-action outside the known list (``speedlayer.schemas.APP_ACTIONS``) is a dead letter.
+action outside the known list (``speedlayer.core.schemas.APP_ACTIONS``) is a dead letter.
 
     speedlayer run app-actions --sink counts='mysql://root@localhost:3306/app' --state-dir state/app
 """
@@ -16,10 +16,12 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.durations import spark_interval
-from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, Output, Params
+from speedlayer.core.durations import spark_interval
+from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
+from speedlayer.core.schemas import APP_ACTION
+from speedlayer.pipelines.base import DEAD_LETTERS, Job, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
-from speedlayer.schemas import APP_ACTION
+from speedlayer.pipelines.ops import flatten_window, with_watermark
 
 
 def action_counts(events: DataFrame, params: Params) -> DataFrame:
@@ -28,13 +30,9 @@ def action_counts(events: DataFrame, params: Params) -> DataFrame:
     >>> action_counts(events_df, Params(sliding_window_ms=3_600_000, slide_ms=300_000)).columns  # doctest: +SKIP
     ['window_start', 'window_end', 'action', 'actions']
     """
-    if events.isStreaming:
-        events = events.withWatermark("time", spark_interval(params.watermark_ms))
-    events = drop_duplicates(events, params, "id")
+    events = drop_duplicates(with_watermark(events, params, "time"), params, "id")
     window = F.window("time", spark_interval(params.sliding_window_ms), spark_interval(params.slide_ms))
-    counts = events.groupBy(window, "action").agg(F.count(F.lit(1)).alias("actions"))
-    return counts.select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                         "action", "actions")
+    return flatten_window(events.groupBy(window, "action").agg(F.count(F.lit(1)).alias("actions")))
 
 
 def app_actions_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]:

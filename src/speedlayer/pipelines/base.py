@@ -10,11 +10,9 @@ from typing import Any
 from pydantic import BaseModel
 from pyspark.sql import DataFrame
 
-from speedlayer.decode import Decoded, decode
-from speedlayer.schemas import EventSchema
-
-APPEND, UPDATE, COMPLETE = "append", "update", "complete"
-OUTPUT_MODES = (APPEND, UPDATE, COMPLETE)
+from speedlayer.core.modes import APPEND, UPDATE
+from speedlayer.core.schemas import EventSchema
+from speedlayer.decode.validate import Decoded, decode
 
 
 @dataclass(frozen=True)
@@ -114,7 +112,7 @@ class Job:
     #: the pipeline receives each as a keyword argument, a ``Decoded``, when the output it builds reads it
     inputs: Mapping[str, EventSchema] = field(default_factory=dict)
     #: local files or directories the job reads on executors (a model, a table), what -> path: on a
-    #: cluster each is checked to be shared by every machine before start (``speedlayer.reach``)
+    #: cluster each is checked to be shared by every machine before start (``speedlayer.runtime.reach``)
     shared_paths: Callable[[Params], Mapping[str, Path]] | None = None
 
     def with_max_ahead(self, max_ahead_ms: int) -> Job:

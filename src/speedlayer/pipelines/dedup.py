@@ -1,7 +1,7 @@
 """Re-sent events dropped by key, one way for every job; which copy counts (``--dedup``).
 
 - On a static DataFrame (batch, tests, backfills) the copy with the lowest offset
-  (``speedlayer.offsets``) of each key is kept.
+  (``speedlayer.core.offsets``) of each key is kept.
 - On a stream with ``dedup="exact"`` (the default): the lowest-offset copy that is not late;
   a key an earlier batch took (within the watermark) is dropped. Rows are partitioned by key, each
   partition goes through Arrow to Python (``lowest_offset_first``), which puts every key's copies
@@ -26,8 +26,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from speedlayer.errors import ConfigError
-from speedlayer.offsets import offset_order_column, offset_rank
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.offsets import offset_order_column, offset_rank
 from speedlayer.pipelines.base import Params
 
 DEDUP_MODES = ("fast", "exact")

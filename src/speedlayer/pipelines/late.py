@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.monitor.metrics import LATE_OBSERVATION
+from speedlayer.decode.observation import LATE_OBSERVATION
 from speedlayer.pipelines.base import Params
 from speedlayer.state.late import INPUT_COLUMNS, LATE_SCHEMA, LateProcessor
 

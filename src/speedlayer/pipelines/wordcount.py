@@ -19,10 +19,12 @@ from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.decode_text import decode_lines
-from speedlayer.durations import spark_interval
-from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, Output, Params
-from speedlayer.schemas import TEXT_LINE
+from speedlayer.core.durations import spark_interval
+from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
+from speedlayer.core.schemas import TEXT_LINE
+from speedlayer.decode.text import decode_lines
+from speedlayer.pipelines.base import DEAD_LETTERS, Job, Output, Params
+from speedlayer.pipelines.ops import flatten_window, with_watermark
 
 #: punctuation at either end of a token (``"Hello,"`` -> ``Hello``; ``don't`` keeps its apostrophe)
 _EDGE_PUNCTUATION = r"^[\p{P}\p{S}]+|[\p{P}\p{S}]+$"
@@ -65,12 +67,8 @@ def running_totals(word_rows: DataFrame) -> DataFrame:
 
 def windowed_counts(word_rows: DataFrame, params: Params) -> DataFrame:
     """Counts per word in sliding windows (``--sliding-window`` every ``--slide``) of event time."""
-    if word_rows.isStreaming:
-        word_rows = word_rows.withWatermark("event_time", spark_interval(params.watermark_ms))
     window = F.window("event_time", spark_interval(params.sliding_window_ms), spark_interval(params.slide_ms))
-    counts = word_rows.groupBy(window, "word").agg(F.count(F.lit(1)).alias("count"))
-    return counts.select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                         "word", "count")
+    return flatten_window(with_watermark(word_rows, params).groupBy(window, "word").agg(F.count(F.lit(1)).alias("count")))
 
 
 def wordcount_pipeline(lines: DataFrame, params: Params) -> Mapping[str, DataFrame]:

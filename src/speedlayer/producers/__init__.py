@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from speedlayer.core.uris import open_by_scheme
 from speedlayer.producers.base import Destination, EventSlice
 from speedlayer.producers.files import FilesDestination
 from speedlayer.producers.kafka import KafkaDestination
 from speedlayer.producers.redis_streams import RedisStreamsDestination
-from speedlayer.uris import open_by_scheme
 
 DESTINATIONS: dict[str, type[Destination]] = {
     cls.scheme: cls for cls in (RedisStreamsDestination, FilesDestination, KafkaDestination)

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
-from speedlayer.uris import Uri
+from speedlayer.core.uris import Uri
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-from speedlayer.errors import ConfigError, SinkError
+from speedlayer.core.errors import ConfigError, SinkError
+from speedlayer.core.uris import Uri, parse_options
 from speedlayer.producers.base import Destination, EventSlice
 from speedlayer.sources.base import snake_case_options
 from speedlayer.sources.files import FilesOptions
-from speedlayer.uris import Uri, parse_options
 
 
 class FilesDestination(Destination):

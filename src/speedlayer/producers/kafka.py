@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 
-from speedlayer.errors import ConfigError, SinkError
+from speedlayer.core.errors import ConfigError, SinkError
+from speedlayer.core.uris import Uri, parse_options
 from speedlayer.producers.base import Destination, EventSlice
 from speedlayer.sources.base import snake_case_options
 from speedlayer.sources.kafka import KafkaOptions, parse_brokers
-from speedlayer.uris import Uri, parse_options
 
 _QUIET = logging.getLogger("speedlayer.kafka")
 _QUIET.addHandler(logging.NullHandler())

@@ -14,11 +14,11 @@ the plain XADD pipeline.
 
 from __future__ import annotations
 
-from speedlayer.errors import SinkError
+from speedlayer.core.errors import SinkError
+from speedlayer.core.uris import Uri
 from speedlayer.producers.base import Destination, EventSlice
 from speedlayer.sources.redis_location import RedisLocation
 from speedlayer.sources.redis_streams import RedisStreamsOptions, parse_redis_options
-from speedlayer.uris import Uri
 
 #: Appends ARGV[i] as ``{value: ARGV[i]}`` to KEYS[1] with id ``*``, in order; returns the count.
 XADD_LUA = "for i = 1, #ARGV do redis.call('XADD', KEYS[1], '*', 'value', ARGV[i]) end return #ARGV"

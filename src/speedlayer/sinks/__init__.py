@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from speedlayer.core.uris import open_by_scheme
 from speedlayer.sinks.base import Sink
 from speedlayer.sinks.console import ConsoleSink
 from speedlayer.sinks.kafka import KafkaSink
@@ -10,7 +11,6 @@ from speedlayer.sinks.mysql import MySqlSink
 from speedlayer.sinks.parquet import ParquetSink
 from speedlayer.sinks.postgres import PostgresSink
 from speedlayer.sinks.redis import RedisSink
-from speedlayer.uris import open_by_scheme
 
 _ALL: tuple[type[Sink], ...] = (ConsoleSink, ParquetSink, MemorySink, PostgresSink, MySqlSink, RedisSink, KafkaSink)
 SINKS: dict[str, type[Sink]] = {

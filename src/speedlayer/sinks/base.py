@@ -10,8 +10,8 @@ from typing import ClassVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from speedlayer.errors import ConfigError
-from speedlayer.uris import Uri
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.uris import Uri
 
 EXACTLY_ONCE = "exactly-once"
 AT_LEAST_ONCE = "at-least-once"

@@ -32,9 +32,9 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from pydantic import BaseModel, Field, field_validator
 
-from speedlayer.durations import parse_duration
-from speedlayer.errors import ConfigError, SinkError
-from speedlayer.faults import reached
+from speedlayer.core.durations import parse_duration
+from speedlayer.core.errors import ConfigError, SinkError
+from speedlayer.core.faults import reached
 from speedlayer.sinks.rejects import (
     PARTITION_RESULT,
     RejectStore,
@@ -300,7 +300,7 @@ def sink_error_message(error: BaseException) -> str | None:
 
     >>> sink_error_message(RuntimeError("Traceback ...\\nspeedlayer.errors.SinkError: lost X for 3s\\n at ..."))
     'lost X for 3s'
-    >>> sink_error_message(RuntimeError("... speedlayer.errors.SourceError: entries were deleted\\n ..."))
+    >>> sink_error_message(RuntimeError("... speedlayer.core.errors.SourceError: entries were deleted\\n ..."))
     'entries were deleted'
     """
     found = _ERROR_LINE.findall(str(error))

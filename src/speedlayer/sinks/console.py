@@ -17,11 +17,11 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from rich.console import Console
 from rich.table import Table
 
-from speedlayer.errors import ConfigError
-from speedlayer.pipelines.base import APPEND, COMPLETE, UPDATE
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
+from speedlayer.core.uris import Uri
 from speedlayer.sinks.base import AT_LEAST_ONCE, Sink, Target, no_options
 from speedlayer.sinks.batches import INTERRUPTED, interrupted
-from speedlayer.uris import Uri
 
 
 @dataclass(frozen=True)

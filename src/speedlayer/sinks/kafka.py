@@ -24,11 +24,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from speedlayer.errors import ConfigError, SinkError
-from speedlayer.pipelines.base import APPEND, COMPLETE, UPDATE
+from speedlayer.core.errors import ConfigError, SinkError
+from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
+from speedlayer.core.uris import Uri
 from speedlayer.sinks.base import AT_LEAST_ONCE, Sink, Target
 from speedlayer.sources.kafka import DATA_SOURCE, check_brokers, check_connector, is_secret, parse_brokers
-from speedlayer.uris import Uri
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
 #: Kafka producer settings Spark's sink refuses or sets itself, and what to do instead

@@ -10,10 +10,10 @@ import re
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from speedlayer.errors import ConfigError
-from speedlayer.pipelines.base import APPEND, COMPLETE
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.modes import APPEND, COMPLETE
+from speedlayer.core.uris import Uri
 from speedlayer.sinks.base import AT_LEAST_ONCE, Sink, Target, no_options
-from speedlayer.uris import Uri
 
 
 class MemorySink(Sink):

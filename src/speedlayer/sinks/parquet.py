@@ -7,10 +7,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from speedlayer.errors import SinkError
-from speedlayer.pipelines.base import APPEND
+from speedlayer.core.errors import SinkError
+from speedlayer.core.modes import APPEND
+from speedlayer.core.uris import Uri
 from speedlayer.sinks.base import EXACTLY_ONCE, Sink, Target, no_options
-from speedlayer.uris import Uri
 
 
 class ParquetSink(Sink):

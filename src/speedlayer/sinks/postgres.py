@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from pyspark.sql import types as T
 
-from speedlayer.errors import SinkError
+from speedlayer.core.errors import SinkError
 from speedlayer.sinks.rejects import nul_rows
 from speedlayer.sinks.sql import Column, Dialect, Server, SqlSink
 from speedlayer.sinks.timeouts import GRACE_S, connect_s, cut_after, lock_timeout_lines

@@ -28,7 +28,7 @@ log = logging.getLogger("speedlayer.sinks")
 
 #: what ``mapInArrow`` yields per partition: one row with the count written, one per refused row
 PARTITION_RESULT = "rows long, payload string, reason string, offset string"
-#: the dead-letter shape (speedlayer.schemas.DEAD_LETTER_SCHEMA) as Arrow, for files the driver writes
+#: the dead-letter shape (speedlayer.core.schemas.DEAD_LETTER_SCHEMA) as Arrow, for files the driver writes
 DEAD_LETTERS = pa.schema([("payload", pa.string()), ("reason", pa.string()),
                           ("ingest_time", pa.timestamp("us", "UTC")), ("key", pa.string()), ("offset", pa.string())])
 _AT_ROW = re.compile(r" at row \d+")

@@ -28,13 +28,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from speedlayer.durations import parse_duration
-from speedlayer.errors import ConfigError, SinkError
-from speedlayer.pipelines.base import APPEND, COMPLETE, UPDATE
+from speedlayer.core.durations import parse_duration
+from speedlayer.core.errors import ConfigError, SinkError
+from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
+from speedlayer.core.uris import Uri, parse_options
 from speedlayer.sinks.base import EXACTLY_ONCE, Sink, Target
 from speedlayer.sinks.batches import BatchFunction, Connector, RetryOptions, one_line, require
 from speedlayer.sinks.timeouts import statement_s, timeout_hint
-from speedlayer.uris import Uri, parse_options
 
 
 class SqlOptions(RetryOptions):

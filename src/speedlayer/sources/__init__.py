@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from speedlayer.core.uris import open_by_scheme
 from speedlayer.sources.base import Source
 from speedlayer.sources.files import FilesSource
 from speedlayer.sources.generator import GeneratorSource
 from speedlayer.sources.kafka import KafkaSource
 from speedlayer.sources.redis_streams import RedisStreamsSource
 from speedlayer.sources.socket import SocketSource
-from speedlayer.uris import open_by_scheme
 
 SOURCES: dict[str, type[Source]] = {cls.scheme: cls for cls in (GeneratorSource, FilesSource, RedisStreamsSource,
                                                                SocketSource, KafkaSource)}

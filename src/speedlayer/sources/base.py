@@ -1,4 +1,4 @@
-"""What every source provides: a RAW streaming DataFrame (see ``speedlayer.schemas.RAW_SCHEMA``)."""
+"""What every source provides: a RAW streaming DataFrame (see ``speedlayer.core.schemas.RAW_SCHEMA``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 
-from speedlayer.errors import ConfigError
-from speedlayer.schemas import VEHICLE_EVENT, EventSchema
-from speedlayer.uris import Uri
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.schemas import VEHICLE_EVENT, EventSchema
+from speedlayer.core.uris import Uri
 
 
 class Source(ABC):

@@ -38,9 +38,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from speedlayer.errors import ConfigError, SourceError
+from speedlayer.core.errors import ConfigError, SourceError
+from speedlayer.core.uris import Uri, parse_options
 from speedlayer.sources.base import Source, snake_case_options
-from speedlayer.uris import Uri, parse_options
 
 _CORRUPT = "_corrupt_record"
 _WIRE_TYPES = {"string": T.StringType(), "double": T.DoubleType(), "long": T.LongType(), "timestamp": T.TimestampType()}

@@ -23,11 +23,11 @@ from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from speedlayer.durations import parse_duration
-from speedlayer.errors import ConfigError
+from speedlayer.core.durations import parse_duration
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.uris import Uri, parse_options
+from speedlayer.core.zones import zone_of
 from speedlayer.sources.base import Source
-from speedlayer.uris import Uri, parse_options
-from speedlayer.zones import zone_of
 
 CENTER_LAT, CENTER_LON = 52.5200, 13.4050
 _KM_PER_DEG_LAT = 111.32

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.durations import parse_duration
+from speedlayer.core.durations import parse_duration
 from speedlayer.sources.generator import GeneratorOptions, _fence, _iso, _uniform
 
 #: each action and its share of all actions (the shares add up to 1)

@@ -27,9 +27,9 @@ from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from speedlayer.errors import ConfigError, EnvironmentProblem, SourceError
+from speedlayer.core.errors import ConfigError, EnvironmentProblem, SourceError
+from speedlayer.core.uris import Uri, is_secret_option, parse_options
 from speedlayer.sources.base import Source, offsets_behind, snake_case_options
-from speedlayer.uris import Uri, is_secret_option, parse_options
 
 DEFAULT_PORT = 9092
 #: the name Spark looks the connector up by (``format("kafka")``)

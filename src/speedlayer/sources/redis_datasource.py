@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from speedlayer.schemas import RAW_SCHEMA
+from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.sources.redis_location import RedisLocation
 from speedlayer.sources.redis_offsets import (  # noqa: F401 — re-exported for redis_streams
     Advancer,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from speedlayer.errors import ConfigError, SourceError, SpeedlayerError
-from speedlayer.uris import Uri
+from speedlayer.core.errors import ConfigError, SourceError, SpeedlayerError
+from speedlayer.core.uris import Uri
 
 DEFAULT_PORT = 6379
 INSTALL_HINT = "pip install 'speedlayer[redis]'"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from speedlayer.errors import SourceError
+from speedlayer.core.errors import SourceError
 
 log = logging.getLogger("speedlayer.sources")
 

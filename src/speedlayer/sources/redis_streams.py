@@ -32,8 +32,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame, SparkSession
 
-from speedlayer.errors import ConfigError, SourceError
-from speedlayer.schemas import RAW_SCHEMA
+from speedlayer.core.errors import ConfigError, SourceError
+from speedlayer.core.schemas import RAW_SCHEMA
+from speedlayer.core.uris import Uri, parse_options
 from speedlayer.sources.base import Source, snake_case_options
 from speedlayer.sources.redis_datasource import (
     FORMAT,
@@ -45,7 +46,6 @@ from speedlayer.sources.redis_datasource import (
     untouched_since,
 )
 from speedlayer.sources.redis_location import RedisLocation
-from speedlayer.uris import Uri, parse_options
 
 #: run-state entry: the last ids when a run with starting_offsets=latest first started
 LATEST_IDS = "redis_latest_ids"

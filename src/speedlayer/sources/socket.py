@@ -29,10 +29,10 @@ from pydantic import BaseModel, Field, model_validator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from speedlayer.errors import ConfigError, SourceError
+from speedlayer.core.errors import ConfigError, SourceError
+from speedlayer.core.uris import Uri, parse_options
 from speedlayer.sources.base import Source
 from speedlayer.sources.socket_datasource import FORMAT, SocketDataSource
-from speedlayer.uris import Uri, parse_options
 
 #: how long ``check`` waits for the server to accept a connection
 CONNECT_TIMEOUT_S = 3.0
@@ -91,7 +91,7 @@ class SocketSource(Source):
         """Fail before start when nothing accepts connections on host:port (opens and closes one).
 
         >>> SocketSource(parse_uri("socket://localhost:9")).check()  # doctest: +SKIP
-        speedlayer.errors.SourceError: nothing listens on localhost:9: start e.g. `nc -lk 9` ...
+        speedlayer.core.errors.SourceError: nothing listens on localhost:9: start e.g. `nc -lk 9` ...
         """
         try:
             with closing(socket.create_connection((self.host, self.port), timeout=CONNECT_TIMEOUT_S)):

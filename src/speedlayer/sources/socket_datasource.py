@@ -21,8 +21,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from speedlayer.errors import SourceError
-from speedlayer.schemas import RAW_SCHEMA
+from speedlayer.core.errors import SourceError
+from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.sources.socket_buffer import LineBuffer, pump
 
 FORMAT = "speedlayer_socket"

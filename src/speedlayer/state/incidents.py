@@ -30,7 +30,7 @@ import pandas as pd
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 
 EARTH_RADIUS_KM = 6371.0088
 

@@ -26,7 +26,7 @@ import pandas as pd
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
-from speedlayer.offsets import offset_rank
+from speedlayer.core.offsets import offset_rank
 
 #: what the processor reads from each event (``offset`` may be missing: then any copy of an event is shown)
 INPUT_COLUMNS = ("event_id", "vehicle_id", "event_ms", "speed_kmh", "lat", "lon", "offset")
@@ -46,7 +46,7 @@ LATE_SCHEMA = T.StructType([
 
 
 def lowest_offset_first(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with the copies of each event in offset order (``speedlayer.offsets``), where they have offsets.
+    """``rows`` with the copies of each event in offset order (``speedlayer.core.offsets``), where they have offsets.
 
     >>> list(lowest_offset_first(pd.DataFrame({"event_id": ["a", "a"], "offset": ["f:10", "f:9"]}))["offset"])
     ['f:9', 'f:10']

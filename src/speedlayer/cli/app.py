@@ -15,8 +15,8 @@ from rich.console import Console
 from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 
 from speedlayer import __version__
-from speedlayer.config import build_settings, load_yaml, output_modes, pairs
-from speedlayer.errors import SpeedlayerError
+from speedlayer.core.errors import SpeedlayerError
+from speedlayer.runtime.settings import build_settings, load_yaml, output_modes, pairs
 
 app = typer.Typer(
     name="speedlayer",
@@ -132,7 +132,7 @@ def run_command(
         "spark_ui": spark_ui, "ship": ship,
     }
     settings = build_settings(load_yaml(config) if config else {}, flags)
-    from speedlayer.run_command import Surfaces, execute
+    from speedlayer.cli.run import Surfaces, execute
 
     for flag, port in (("--dashboard-port", dashboard_port), ("--metrics-port", metrics_port)):
         if port is not None and not 0 < port < 65536:
@@ -163,7 +163,7 @@ def produce_command(
     """Publish the generator's events to Redis Streams, a landing directory or Kafka."""
     from pydantic import ValidationError
 
-    from speedlayer.produce import ProduceSettings, plan_produce
+    from speedlayer.producers.produce import ProduceSettings, plan_produce
 
     try:
         settings = ProduceSettings(to=to, generator=generator, rate=rate, max_events=max_events, seed=seed, kind=kind,
@@ -173,7 +173,7 @@ def produce_command(
         raise click.UsageError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
     plan = plan_produce(settings)
     plan.destination.check()
-    from speedlayer.produce_command import execute_produce
+    from speedlayer.cli.produce import execute_produce
 
     execute_produce(plan, settings, err.is_terminal if progress is None else progress, out, err)
 
@@ -230,7 +230,7 @@ def advise_command(
     """Recommend a trigger interval and maxRecordsPerTrigger for a target rate, and the modes that meet a latency."""
     from pathlib import Path
 
-    from speedlayer.durations import positive_duration
+    from speedlayer.core.durations import positive_duration
 
     if output not in ("windows", "alerts"):
         raise click.UsageError(f"--output {output!r}: choose windows or alerts")
@@ -264,7 +264,7 @@ def status_command(
 
     statuses = find_checkpoints(Path(state_dir))
     if operators and any(s.stateful for s in statuses):
-        from speedlayer.session import build_session, check_java
+        from speedlayer.runtime.session import build_session, check_java
 
         check_java()
         spark = build_session("local[1]", {"spark.ui.enabled": "false"}, app_name="speedlayer-status",
@@ -307,10 +307,10 @@ def train_command(
     import tempfile
     from pathlib import Path
 
-    from speedlayer.fraud_model import train
-    from speedlayer.session import build_session, check_java
+    from speedlayer.core.uris import parse_uri
+    from speedlayer.pipelines.fraud.model import train
+    from speedlayer.runtime.session import build_session, check_java
     from speedlayer.sources.generator import GeneratorSource
-    from speedlayer.uris import parse_uri
 
     if GeneratorSource(parse_uri(generator, "--generator URI")).options.kind != "transactions":
         raise click.UsageError("--generator must generate transactions: add kind=transactions")

@@ -21,11 +21,11 @@ from urllib.parse import urlencode
 
 from pydantic import BaseModel, Field
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.uris import parse_uri
 from speedlayer.producers import Destination, EventSlice, open_destination
 from speedlayer.producers.files import FilesDestination
 from speedlayer.sources.generator import KINDS, GeneratorOptions, GeneratorSource, parse_start
-from speedlayer.uris import parse_uri
 
 
 class ProduceSettings(BaseModel):

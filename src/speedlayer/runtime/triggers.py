@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from pyspark.sql.streaming import DataStreamWriter
 
-from speedlayer.durations import format_duration, parse_duration
-from speedlayer.errors import ConfigError
+from speedlayer.core.durations import format_duration, parse_duration
+from speedlayer.core.errors import ConfigError
 
 KINDS = ("processing", "available-now", "once", "continuous", "realtime")
 HINT = "use processing:5s, processing:0s, available-now, once, continuous:1s or realtime:5min"

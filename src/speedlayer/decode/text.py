@@ -6,7 +6,7 @@ Blank lines are ignored. A line may start with an ISO-8601 timestamp followed by
 not UTF-8 text, or control characters), lines longer than 1 MiB (their payload cut to the first
 KiB), a leading timestamp that is not a valid time, or an event time a state could not hold or
 that no working clock gives (before 2000, more than ``schema.max_ahead_ms`` ahead of arrival; see
-``speedlayer.decode.time_accepted``).
+``speedlayer.decode.validate.time_accepted``).
 Everything is a Spark expression, so it runs in the JVM on static DataFrames and streams alike.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.decode import Decoded, time_reason
-from speedlayer.schemas import TEXT_LINE, EventSchema
+from speedlayer.core.schemas import TEXT_LINE, EventSchema
+from speedlayer.decode.validate import Decoded, time_reason
 
 #: the longest line accepted, in bytes of UTF-8
 MAX_LINE_BYTES = 1 << 20

@@ -17,9 +17,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.durations import format_duration, spark_interval
-from speedlayer.errors import ConfigError
-from speedlayer.geo import path_length_km
+from speedlayer.core.durations import format_duration, spark_interval
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.geo import path_length_km
 from speedlayer.pipelines.base import Params
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 
 MODEL_FORMAT = 1
 METADATA = "speedlayer-model.json"
@@ -116,9 +116,9 @@ def evaluate(scored: DataFrame, threshold: float) -> Evaluation:
 
 def labelled(spark: SparkSession, generator_uri: str, first: int, end: int) -> DataFrame:
     """Generated transactions ``first`` … ``end - 1`` with their ground truth, typed like decoded events."""
+    from speedlayer.core.uris import parse_uri
     from speedlayer.sources.generator import GeneratorSource
     from speedlayer.sources.generator_transactions import transaction_rows
-    from speedlayer.uris import parse_uri
 
     gen = GeneratorSource(parse_uri(generator_uri, "--generator URI"))
     if gen.options.kind != "transactions":

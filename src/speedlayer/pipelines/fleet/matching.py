@@ -12,10 +12,11 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.errors import ConfigError
-from speedlayer.geo import grid_cell, haversine_km, nearby_cells
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.geo import grid_cell, haversine_km, nearby_cells
 from speedlayer.pipelines.base import Params
-from speedlayer.pipelines.fleet import drop_duplicate_events, with_watermark
+from speedlayer.pipelines.fleet.windows import drop_duplicate_events
+from speedlayer.pipelines.ops import with_watermark
 
 
 def check_matching(params: Params) -> None:

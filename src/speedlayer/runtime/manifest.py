@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 
 MANIFEST = "speedlayer-run.json"
 LOCK_FILE = "run.lock"

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 
 #: directory name the archive is unpacked to in each executor's working directory
 ALIAS = "speedlayer_env"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 
 _UNITS_MS = {
     "ms": 1, "millisecond": 1, "milliseconds": 1,

@@ -16,7 +16,7 @@ from pathlib import Path
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 
 COLUMNS = ("zone_id", "name", "min_lat", "max_lat", "min_lon", "max_lon", "speed_limit_kmh")
 

@@ -11,7 +11,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from speedlayer.errors import ConfigError
+from speedlayer.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from speedlayer.durations import format_duration
-from speedlayer.schemas import LATEST_MS, EventSchema, Field
+from speedlayer.core.durations import format_duration
+from speedlayer.core.schemas import LATEST_MS, EventSchema, Field
 
 _CORRUPT = "_corrupt_record"
 #: the epoch milliseconds a Spark timestamp (microseconds in a long) holds
@@ -205,7 +205,7 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
         (F.col("_accepted") | slow_valid).alias("_valid"),
     )
     if observe:
-        from speedlayer.monitor.metrics import observe_latency, sampled_by
+        from speedlayer.decode.observation import observe_latency, sampled_by
 
         sample = sampled_by([F.col(name) for name in typed_names.values()], latency_sample)
         checked = observe_latency(checked, observe, F.col("_valid"), F.col(typed_names[schema.time_field]),

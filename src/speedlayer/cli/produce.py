@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from speedlayer.produce import ProducePlan, ProduceSettings, ProduceSummary, iso_millis, produce
-from speedlayer.session import build_session, check_java
+from speedlayer.producers.produce import ProducePlan, ProduceSettings, ProduceSummary, iso_millis, produce
+from speedlayer.runtime.session import build_session, check_java
 
 
 def execute_produce(plan: ProducePlan, settings: ProduceSettings, show_progress: bool,

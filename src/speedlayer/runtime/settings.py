@@ -21,9 +21,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from speedlayer.durations import parse_duration
-from speedlayer.errors import ConfigError
-from speedlayer.uris import is_secret_option, mask_secrets
+from speedlayer.core.durations import parse_duration
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.uris import is_secret_option, mask_secrets
 
 DEFAULT_SOURCE = "generator://"
 

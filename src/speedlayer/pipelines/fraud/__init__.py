@@ -1,6 +1,6 @@
 """The fraud job: score each card transaction as it arrives with a pre-trained model, alert above a threshold.
 
-The model is fitted in batch by ``speedlayer train fraud`` (see ``speedlayer.fraud_model``); the
+The model is fitted in batch by ``speedlayer train fraud`` (see ``speedlayer.pipelines.fraud.model``); the
 stream loads it, joins each transaction with its card's profile from a static table, and scores
 it with the very functions training used. Re-sent transactions are dropped by ``tx_id`` within
 the watermark (``speedlayer.pipelines.dedup``).
@@ -18,12 +18,13 @@ from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.durations import spark_interval
-from speedlayer.errors import ConfigError
-from speedlayer.fraud_model import check_model, load_model, score
-from speedlayer.pipelines.base import APPEND, DEAD_LETTERS, UPDATE, Job, Output, Params
+from speedlayer.core.durations import spark_interval
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.modes import APPEND, UPDATE
+from speedlayer.core.schemas import CARD_TRANSACTION
+from speedlayer.pipelines.base import DEAD_LETTERS, Job, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
-from speedlayer.schemas import CARD_TRANSACTION
+from speedlayer.pipelines.fraud.model import check_model, load_model, score
 
 ALERT_COLUMNS = ("tx_id", "card_id", "time", "amount", "merchant_category", "country", "home_country", "avg_amount",
                  "fraud_score")

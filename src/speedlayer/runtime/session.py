@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 
-from speedlayer import faults
-from speedlayer.errors import ConfigError, EnvironmentProblem
-from speedlayer.shipping import ship_plan
+from speedlayer.core import faults
+from speedlayer.core.errors import ConfigError, EnvironmentProblem
+from speedlayer.runtime.shipping import ship_plan
 
 JAVA_HINT = "install it with 'sudo apt-get install openjdk-17-jre-headless' (or set JAVA_HOME to a JDK 17+)"
 
@@ -165,7 +165,7 @@ def build_session(
 ):
     """A SparkSession with speedlayer's defaults under ``conf``; in local mode it listens on loopback only.
 
-    On a cluster master, ``ship`` says what executors get (``speedlayer.shipping``): ``auto`` packs
+    On a cluster master, ``ship`` says what executors get (``speedlayer.runtime.shipping``): ``auto`` packs
     speedlayer and its packages, ``none`` nothing, else the path of an archive; ``announce`` is
     given the one line that says what is shipped.
 

@@ -1,7 +1,9 @@
-"""The fleet job: per-vehicle speed windows, sliding averages and over-speed alerts.
+"""The fleet job: assembles its outputs (windows, alerts, incidents, trips, ...) from the modules beside it.
 
-Pure DataFrame functions: the same code runs on a static DataFrame (tests, backfills) and on a
-stream. Re-sent events are dropped by ``event_id`` before anything is counted (``speedlayer.pipelines.dedup``).
+Each output is a pure DataFrame function in its own module (``windows``, ``trips``, ``congestion``,
+...): the same code runs on a static DataFrame (tests, backfills) and on a stream. Re-sent events
+are dropped by ``event_id`` before anything is counted (``speedlayer.pipelines.dedup``). The
+helpers never import this module; it imports them.
 """
 
 from __future__ import annotations
@@ -10,104 +12,23 @@ import dataclasses
 from collections.abc import Mapping
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
-from speedlayer.decode import Decoded
-from speedlayer.durations import spark_interval
-from speedlayer.errors import ConfigError
-from speedlayer.pipelines.base import APPEND, COMPLETE, DEAD_LETTERS, UPDATE, Job, LazyOutputs, Output, Params
-from speedlayer.pipelines.dedup import drop_duplicates
-from speedlayer.pipelines.incidents import speeding_incidents
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
+from speedlayer.core.schemas import RIDE_REQUEST, VEHICLE_EVENT
+from speedlayer.decode.validate import Decoded
+from speedlayer.pipelines.base import DEAD_LETTERS, Job, LazyOutputs, Output, Params
+from speedlayer.pipelines.fleet.incidents import speeding_incidents
+from speedlayer.pipelines.fleet.windows import (
+    drop_duplicate_events,
+    overspeed_alerts,
+    sliding_averages,
+    speed_windows,
+    windows_with_lateness,
+    with_speed_limit,
+)
 from speedlayer.pipelines.late import late_events
-from speedlayer.schemas import RIDE_REQUEST, VEHICLE_EVENT
-from speedlayer.zones import load_zones, zone_of
-
-
-def with_watermark(events: DataFrame, params: Params, column: str = "event_time", extra_ms: int = 0) -> DataFrame:
-    """Event-time watermark on ``column`` (none on a static DataFrame or in continuous mode).
-
-    ``extra_ms`` lengthens Spark's delay beyond ``params.watermark_ms`` (windows with allowed lateness).
-    """
-    if not events.isStreaming or params.continuous:
-        return events
-    return events.withWatermark(column, spark_interval(params.watermark_ms + extra_ms))
-
-
-def drop_duplicate_events(events: DataFrame, params: Params, key: str = "event_id") -> DataFrame:
-    """Drop re-sent events by ``key``, the lowest offset counting (``speedlayer.pipelines.dedup``)."""
-    return drop_duplicates(events, params, key)
-
-
-def with_speed_limit(events: DataFrame, params: Params) -> DataFrame:
-    """Add zone_id, zone_name and speed_limit_kmh of the zone each event is in."""
-    zone_id, zone_name, limit = zone_of(F.col("lat"), F.col("lon"), load_zones(params.zones))
-    return events.select("*", zone_id.alias("zone_id"), zone_name.alias("zone_name"), limit.alias("speed_limit_kmh"))
-
-
-def _flatten_window(df: DataFrame) -> DataFrame:
-    return df.select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
-                     *[c for c in df.columns if c != "window"])
-
-
-def speed_windows(events: DataFrame, params: Params) -> DataFrame:
-    """Tumbling windows per vehicle: events, average and max speed, events over the limit.
-
-    >>> speed_windows(events_df, Params(window_ms=10_000)).columns  # doctest: +SKIP
-    ['window_start', 'window_end', 'vehicle_id', 'events', 'avg_speed_kmh', 'max_speed_kmh', 'over_limit_events']
-    """
-    over = (F.col("speed_kmh") > F.col("speed_limit_kmh")).cast("int")
-    return _flatten_window(
-        with_speed_limit(events, params)
-        .groupBy(F.window("event_time", spark_interval(params.window_ms)), "vehicle_id")
-        .agg(
-            F.count(F.lit(1)).alias("events"),
-            F.avg("speed_kmh").alias("avg_speed_kmh"),
-            F.max("speed_kmh").alias("max_speed_kmh"),
-            F.coalesce(F.sum(over), F.lit(0)).cast("long").alias("over_limit_events"),
-        )
-    )
-
-
-def windows_with_lateness(events: DataFrame, params: Params) -> DataFrame:
-    """``speed_windows`` plus a ``revision``, with closed windows corrected by events up to
-    ``params.allowed_lateness_ms`` behind the watermark (see ``speedlayer.state.lateness``).
-
-    Takes decoded events without a watermark: this query's Spark watermark is watermark + lateness,
-    so that Spark does not drop the events the windows may still take. A static DataFrame has no
-    late events: every window is revision 0.
-
-    >>> windows_with_lateness(decoded.events, Params(allowed_lateness_ms=30_000)).columns[-1]  # doctest: +SKIP
-    'revision'
-    """
-    if not events.isStreaming:
-        return speed_windows(drop_duplicate_events(events, params), params).withColumn("revision", F.lit(0).cast("long"))
-    from speedlayer.pipelines.lateness import corrected_windows
-
-    lenient = drop_duplicate_events(with_watermark(events, params, extra_ms=params.allowed_lateness_ms), params)
-    return corrected_windows(with_speed_limit(lenient, params), params)
-
-
-def sliding_averages(events: DataFrame, params: Params) -> DataFrame:
-    """Sliding windows per vehicle (default 1 min every 10 s): events and average speed."""
-    window = F.window("event_time", spark_interval(params.sliding_window_ms), spark_interval(params.slide_ms))
-    return _flatten_window(
-        events.groupBy(window, "vehicle_id").agg(
-            F.count(F.lit(1)).alias("events"), F.avg("speed_kmh").alias("avg_speed_kmh")
-        )
-    )
-
-
-def overspeed_alerts(events: DataFrame, params: Params) -> DataFrame:
-    """One alert per event faster than its zone's limit; stateless, so it runs in continuous mode too."""
-    return (
-        with_speed_limit(events, params)
-        .where(F.col("speed_kmh") > F.col("speed_limit_kmh"))
-        .select(
-            "event_id", "vehicle_id", "event_time", "speed_kmh", "speed_limit_kmh",
-            F.round(F.col("speed_kmh") - F.col("speed_limit_kmh"), 1).alias("excess_kmh"),
-            "zone_id", "zone_name", "lat", "lon",
-        )
-    )
+from speedlayer.pipelines.ops import with_watermark
 
 
 def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = None) -> Mapping[str, DataFrame]:
@@ -126,9 +47,9 @@ def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = No
         "alerts": lambda: overspeed_alerts(clean, params),
     }
     if not params.continuous:  # the outputs below keep state, which continuous mode has none of
-        from speedlayer.pipelines.congestion import zone_congestion
-        from speedlayer.pipelines.count_windows import count_windows
-        from speedlayer.pipelines.trips import trips
+        from speedlayer.pipelines.fleet.congestion import zone_congestion
+        from speedlayer.pipelines.fleet.count_windows import count_windows
+        from speedlayer.pipelines.fleet.trips import trips
 
         outputs.update({
             "trips": lambda: trips(clean, params),
@@ -157,7 +78,7 @@ def _windows_with_lateness(output: Output, params: Params) -> Output:
 
 
 def _matches(pings: DataFrame, rides: Decoded | None, params: Params) -> DataFrame:
-    from speedlayer.pipelines.matching import ride_matches
+    from speedlayer.pipelines.fleet.matching import ride_matches
 
     if rides is None:
         raise ConfigError("output 'matches' joins ride requests: give their source with --rides URI")
@@ -165,13 +86,13 @@ def _matches(pings: DataFrame, rides: Decoded | None, params: Params) -> DataFra
 
 
 def _check_matching(params: Params) -> None:
-    from speedlayer.pipelines.matching import check_matching
+    from speedlayer.pipelines.fleet.matching import check_matching
 
     check_matching(params)
 
 
 def _check_trip_gap(params: Params) -> None:  # state-windows
-    from speedlayer.pipelines.trips import check_trip_gap
+    from speedlayer.pipelines.fleet.trips import check_trip_gap
 
     check_trip_gap(params)
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from speedlayer.checkpoints import damaged_log, disk_full
-from speedlayer.errors import QueryFailedError
+from speedlayer.core.errors import QueryFailedError
+from speedlayer.runtime.checkpoints import damaged_log, disk_full
 from speedlayer.sinks.batches import sink_error_message
 
 #: longest a graceful stop waits for in-flight batches before interrupting them

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from speedlayer.errors import ConfigError, EnvironmentProblem
+from speedlayer.core.errors import ConfigError, EnvironmentProblem
 
 PROBE_PREFIX = ".speedlayer-reach-"
 FIX = ("on a cluster every machine must see these at the same path: put them on shared storage mounted "

@@ -11,12 +11,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from speedlayer.config import RunSettings
 from speedlayer.monitor.dashboard import DEFAULT_PORT, DashboardServer, open_server
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.view import LiveView
-from speedlayer.runner import Run, RunSummary, plan_run, prepare_state
-from speedlayer.session import build_session, check_java, check_master, exposure_note
+from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.run import Run, RunSummary
+from speedlayer.runtime.session import build_session, check_java, check_master, exposure_note
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.sinks.console import ConsoleSink
 
 log = logging.getLogger("speedlayer.monitor")

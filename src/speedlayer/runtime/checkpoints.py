@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from speedlayer.errors import ConfigError, EnvironmentProblem
+from speedlayer.core.errors import ConfigError, EnvironmentProblem
 
 #: what Java (IOException) and Python (OSError errno 28) say when a write finds the disk full
 NO_SPACE = "No space left on device"
@@ -94,7 +94,7 @@ def told_when_full(place: Path) -> Iterator[None]:
     >>> with told_when_full(Path("/state")):  # doctest: +ELLIPSIS
     ...     raise OSError(errno.ENOSPC, "No space left on device")
     Traceback (most recent call last):
-    speedlayer.errors.EnvironmentProblem: the disk under /state is full (No space left on device): ...
+    speedlayer.core.errors.EnvironmentProblem: the disk under /state is full (No space left on device): ...
     """
     try:
         yield

@@ -1,0 +1,1 @@
+"""The ``speedlayer`` command, one module per command (``speedlayer.cli.app`` assembles them)."""

@@ -1,0 +1,1 @@
+"""What every floor uses and that uses nothing of speedlayer's: errors, durations, URIs, schemas, geo."""

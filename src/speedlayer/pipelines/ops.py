@@ -1,0 +1,29 @@
+"""Operators every job may use, written once: the event-time watermark and window flattening.
+
+>>> flatten_window(counts).columns  # doctest: +SKIP
+['window_start', 'window_end', 'vehicle_id', 'events']
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from speedlayer.core.durations import spark_interval
+from speedlayer.pipelines.base import Params
+
+
+def with_watermark(events: DataFrame, params: Params, column: str = "event_time", extra_ms: int = 0) -> DataFrame:
+    """Event-time watermark on ``column`` (none on a static DataFrame or in continuous mode).
+
+    ``extra_ms`` lengthens Spark's delay beyond ``params.watermark_ms`` (windows with allowed lateness).
+    """
+    if not events.isStreaming or params.continuous:
+        return events
+    return events.withWatermark(column, spark_interval(params.watermark_ms + extra_ms))
+
+
+def flatten_window(df: DataFrame) -> DataFrame:
+    """``df`` with its ``window`` struct as two columns, ``window_start`` and ``window_end``, first."""
+    return df.select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                     *[c for c in df.columns if c != "window"])

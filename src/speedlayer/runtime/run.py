@@ -1,0 +1,281 @@
+"""Running a planned job: one streaming query per output, watched, stopped gracefully, summarised.
+
+``build_output`` wires source -> decode -> pipeline for one output; ``Run`` starts every query
+of a ``RunPlan`` (``speedlayer.runtime.plan``) with its own checkpoint, waits for the end (bounded
+input, --duration, a stop request or a failure) and stops the queries after their batch.
+"""
+
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from speedlayer.core.errors import ConfigError, QueryFailedError, SpeedlayerError
+from speedlayer.decode.observation import OBSERVATION, latency_sample
+from speedlayer.decode.validate import decode
+from speedlayer.monitor.executors import ExecutorWatch, save_report
+from speedlayer.monitor.progress import ProgressTracker
+from speedlayer.runtime.checkpoints import told_when_full
+from speedlayer.runtime.plan import RunPlan, prepare_state
+from speedlayer.runtime.reach import check_reachable, run_places
+from speedlayer.runtime.session import is_local
+from speedlayer.runtime.stopping import first_line, raise_if_failed_while_stopping, stop_after_batch
+from speedlayer.sinks.base import Target
+from speedlayer.sources.base import Source
+
+#: what the last run did (per query: batches, rows, final watermark), written when it stops
+LAST_RUN = "last-run.json"
+#: batches a bounded (--max-events) query runs after its last event, so the watermark can close windows
+FLUSH_BATCHES = 2
+
+
+def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
+    """The DataFrame of one output: a stream, or with ``batch=True`` the same function on a static read."""
+    max_events = plan.settings.max_events
+
+    def read(source: Source):
+        return source.read_batch(spark, max_events) if batch else source.read_stream(spark, max_events)
+
+    spec = plan.job.outputs[output]
+    # a second stream is read with the same --max-events bound as the main one
+    inputs = {name: decode(read(plan.inputs[name]), plan.job.inputs[name]) for name in spec.inputs}
+    if spec.dead_letters_of:
+        return inputs[spec.dead_letters_of].dead_letters
+    raw = read(plan.source)
+    # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
+    # computes inside each micro-batch; continuous and real-time mode have no such batches.
+    observed = not batch and not (plan.trigger.continuous or plan.trigger.realtime)
+    interval_ms = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
+    decoded = plan.job.decode(raw, observe=OBSERVATION if observed else None,
+                              latency_sample=latency_sample(plan.source.batch_rows(interval_ms)))
+    if output == "dead-letters":
+        return decoded.dead_letters
+    df = plan.job.pipeline(decoded.events, plan.params, **inputs)[output]
+    per_batch = plan.job.outputs[output].per_batch
+    return per_batch(df, 0) if batch and per_batch is not None else df
+
+
+class PerBatchWriter:
+    """A stream writer whose ``foreachBatch`` function receives ``per_batch(batch, batch_id)`` instead of the batch.
+
+    Sinks that write through ``foreachBatch`` (console, databases, Redis) take it unchanged.
+    """
+
+    def __init__(self, writer, per_batch: Callable[[Any, int], Any]):
+        self._writer, self._per_batch = writer, per_batch
+
+    def foreachBatch(self, write: Callable[[Any, int], None]):  # noqa: N802 — Spark's name
+        per_batch = self._per_batch
+        return self._writer.foreachBatch(lambda batch, batch_id: write(per_batch(batch, batch_id), batch_id))
+
+    def __getattr__(self, name: str):
+        return getattr(self._writer, name)
+
+
+def _per_batch_schema_frame(spark, df, per_batch):
+    """An empty static DataFrame with the columns ``per_batch`` gives (sinks create tables from it)."""
+    return per_batch(spark.createDataFrame([], df.schema), 0)
+
+
+@dataclass
+class QuerySummary:
+    name: str
+    output: str
+    sink: str
+    guarantee: str
+    mode: str
+    batches: int
+    input_rows: int
+    watermark: str | None
+
+
+@dataclass
+class RunSummary:
+    queries: list[QuerySummary]
+    elapsed_s: float
+    state_dir: Path
+    stopped_by: str
+
+
+class Run:
+    """A started run: its queries, a stop switch, and what they have done.
+
+    >>> run = Run(spark, plan_run(settings)); run.start(); summary = run.wait()  # doctest: +SKIP
+    """
+
+    def __init__(self, spark, plan: RunPlan, on_started: Callable[[Run], None] | None = None):
+        self.spark, self.plan = spark, plan
+        interval = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
+        self.tracker = ProgressTracker(interval, plan.source.lag)
+        #: the executors running the tasks (a cluster's count, cores and losses); read at most once a second
+        self.executors = ExecutorWatch.for_session(spark, on_change=lambda r: save_report(plan.state_dir, r, True))
+        self.tracker.subscribe(lambda _: self.executors.poll())
+        self.queries: list[Any] = []
+        #: queries that serve views (the dashboard's feed), stopped with the run, never waited for
+        self.side_queries: list[Any] = []
+        self.stop_requested = threading.Event()
+        self.force_stop = threading.Event()
+        self._started_at = 0.0
+        self._reached: dict[str, int] = {}  # per query: the batch that read the --max-events-th event
+        self._on_started = on_started
+
+    def start(self) -> None:
+        self.plan.lock_state()
+        try:
+            prepare_state(self.plan)
+        except BaseException:
+            self.plan.unlock_state()
+            raise
+        self.plan.source.check_session(self.spark)  # e.g. a connector jar missing from the session
+        for source in self.plan.inputs.values():
+            source.check_session(self.spark)
+        for qp in self.plan.queries:
+            qp.sink.check_session(self.spark)
+        if not is_local(self.plan.settings.master):
+            check_reachable(self.spark, run_places(self.plan))
+        if self.plan.trigger.continuous:
+            self._share_cores()
+        self.spark.streams.addListener(self.tracker)
+        self.executors.poll(force=True)
+        self._started_at = time.monotonic()
+        plan = self.plan
+        try:
+            for qp in plan.queries:
+                # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
+                jvm_only = plan.trigger.continuous or plan.trigger.realtime
+                target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode),
+                                rejected=str(plan.state_dir / "rejected" / qp.output.name))
+                df = qp.sink.records(build_output(self.spark, plan, qp.output.name), target)
+                writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
+                          .option("checkpointLocation", str(qp.checkpoint)))
+                writer = plan.trigger.apply(writer)
+                if qp.output.per_batch is not None:
+                    writer = PerBatchWriter(writer, qp.output.per_batch)
+                    df = _per_batch_schema_frame(self.spark, df, qp.output.per_batch)
+                query = qp.sink.start(writer, df, target)
+                qp.name = query.name  # a sink may name its query (the memory sink names its table so)
+                self.queries.append(query)
+        except SpeedlayerError:
+            self._stop_all()
+            self.plan.unlock_state()
+            raise
+        except Exception as exc:  # Spark refused the query: say why in one line
+            self._stop_all()
+            self.plan.unlock_state()
+            raise QueryFailedError(f"could not start the {plan.job.name} job: {first_line(exc)}") from None
+        if self._on_started:
+            self._on_started(self)
+
+    def _share_cores(self) -> None:
+        """Continuous mode runs one task per source partition for good: the queries must fit the cores."""
+        cores, queries = self.spark.sparkContext.defaultParallelism, len(self.plan.queries)
+        if cores < queries:
+            raise ConfigError(f"continuous mode keeps a task running per query and source partition: {queries} queries "
+                              f"need at least {queries} cores, this session has {cores}: "
+                              f"use --master local[{queries}] or select fewer outputs")
+        self.plan.source.limit_partitions(cores // queries)
+
+    def start_and_wait(self) -> RunSummary:
+        """Start, then wait for the end (for bounded runs and tests)."""
+        self.start()
+        return self.wait()
+
+    def _bounded_done(self, query: Any) -> bool:
+        """Whether a --max-events query has read its last event and flushed its windows.
+
+        Reads the query's own last progress, not the listener's: the listener bus lags by seconds
+        when finished queries run empty batches back to back. The first batch seen with all events
+        read stands for the one that read the last event (it is that one or a later one).
+        """
+        max_events = self.plan.settings.max_events
+        last = query.lastProgress
+        if max_events is None or last is None:
+            return False
+        reached = self._reached.get(query.name)
+        if reached is None:
+            sources = last["sources"] or []
+            # a query's first source is its main stream (a join lists the pings' side first)
+            output = next((q.output for q in self.plan.queries if q.name == query.name), None)
+            first = self.plan.first_source(output) if output is not None else self.plan.source
+            read = first.events_read(json.loads(sources[0].json)) if sources else None
+            if read is None or read < max_events:
+                return False
+            reached = self._reached[query.name] = last["batchId"]
+        return last["batchId"] >= reached + FLUSH_BATCHES
+
+    def wait(self) -> RunSummary:
+        """Block until the run ends (bounded input done, --duration over, stop requested, or failure)."""
+        settings = self.plan.settings
+        deadline = self._started_at + settings.duration if settings.duration else None
+        stopped_by = "end of input"
+        try:
+            while True:
+                failed = next((q for q in self.queries if not q.isActive and q.exception() is not None), None)
+                if failed is not None:
+                    line = first_line(failed.exception(), self.written_places().get(failed.name, ()))
+                    raise QueryFailedError(f"query {failed.name} failed: {line}")
+                if all(not q.isActive for q in self.queries):
+                    break
+                if self.stop_requested.is_set():
+                    stopped_by = "stop requested"
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    stopped_by = f"--duration {settings.duration:g}s"
+                    break
+                if settings.max_events and all(self._bounded_done(q) for q in self.queries):
+                    stopped_by = f"--max-events {settings.max_events}"
+                    break
+                time.sleep(0.2)
+        finally:
+            stop_errors = self._stop_all()
+            save_report(self.plan.state_dir, self.executors.poll(force=True), running=False)
+            self.plan.unlock_state()
+        raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by, self.written_places())
+        summary = self.summary(stopped_by)
+        if self.plan.state_dir.is_dir():
+            with told_when_full(self.plan.state_dir):
+                (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
+        return summary
+
+    def written_places(self) -> dict[str, list[Path]]:
+        """By query name, the directories it writes to: its checkpoint, and a file sink's path."""
+        return {qp.name: [qp.checkpoint, *([Path(qp.sink.path)] if getattr(qp.sink, "path", None) else [])]
+                for qp in self.plan.queries}
+
+    def _stop_all(self) -> dict[str, BaseException]:
+        """Stop the queries after their in-flight batch (the dashboard's side queries too, so the batch a
+        bounded run ends with reaches its views); returns what ``stop()`` raised, by query name."""
+        immediate = self.plan.trigger.continuous or self.plan.trigger.realtime
+        errors = stop_after_batch([*self.side_queries, *self.queries], immediate, self.force_stop)
+        # The listener bus delivers progress reports late: the summary must hold the last batches.
+        self.tracker.wait_terminated([q.name for q in self.queries])
+        try:
+            self.spark.streams.removeListener(self.tracker)
+        except Exception:  # noqa: BLE001
+            pass
+        return errors
+
+    def summary(self, stopped_by: str) -> RunSummary:
+        rows = []
+        for qp in self.plan.queries:
+            progress = self.tracker.get(qp.name)
+            rows.append(QuerySummary(
+                qp.name, qp.output.name, qp.sink.describe(), qp.sink.guarantee, qp.mode,
+                progress.batches if progress else 0, progress.input_rows if progress else 0,
+                progress.watermark if progress else None,
+            ))
+        return RunSummary(rows, time.monotonic() - self._started_at, self.plan.state_dir, stopped_by)
+
+    def cleanup(self) -> None:
+        """Release the state directory and remove it if it is temporary."""
+        self.plan.unlock_state()
+        if self.plan.temporary_state:
+            shutil.rmtree(self.plan.state_dir, ignore_errors=True)
