@@ -1,47 +1,42 @@
-"""What ``speedlayer produce`` does once its plan is valid: start Spark, publish, show progress, summarise."""
+"""``speedlayer produce``: publish the generator's events to Redis Streams, files or Kafka."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
+import typer
+from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from speedlayer.producers.produce import ProducePlan, ProduceSettings, ProduceSummary, iso_millis, produce
-from speedlayer.runtime.session import build_session, check_java
+from speedlayer.cli.console import err, out
 
 
-def execute_produce(plan: ProducePlan, settings: ProduceSettings, show_progress: bool,
-                    console: Console, errors: Console) -> ProduceSummary:
-    """Publish the plan's events; prints the pinned start and the matching generator URI first."""
-    check_java()
-    span = f"events {plan.first:,} .. {plan.end - 1:,}" if plan.end is not None else f"events from {plan.first:,} on"
-    pace = f"at {plan.pace:,} events/s" if plan.pace else "as fast as possible"
-    console.print(f"producing {span} to {plan.destination.describe()}, {pace}", soft_wrap=True, markup=False)
-    console.print(f"start {iso_millis(plan.start_ms)} ({plan.start_ms}); event n equals event n of "
-                  f"{plan.generator_uri()}", soft_wrap=True, markup=False)
-    log_file = Path(tempfile.gettempdir()) / "speedlayer-produce-spark.log"
-    errors.print(f"starting Spark ({settings.master}); Spark's log: {log_file}", soft_wrap=True, markup=False)
-    spark = build_session(settings.master, {"spark.ui.enabled": "false"}, app_name="speedlayer-produce", log_file=log_file,
-                          announce=lambda line: errors.print(f"note: {line}", soft_wrap=True, markup=False))
+def produce_command(
+    to: str = typer.Option(..., "--to",
+                           help="redis://host:6379/0?stream=vehicles&shards=4 | files:///landing | kafka://host:9092/topic"),
+    rate: int | None = typer.Option(None, "--rate",
+                                    help="events per second, 0 = as fast as possible (default: the generator's rate)"),
+    max_events: int | None = typer.Option(None, "--max-events", help="publish N events, then exit (default: until Ctrl-C)"),
+    generator: str = typer.Option("generator://", "--generator",
+                                  help="generator options, e.g. 'generator://?seed=7&vehicles=500'"),
+    seed: int | None = typer.Option(None, "--seed", help="generator seed (wins over --generator's)"),
+    kind: str | None = typer.Option(None, "--kind", help="vehicles | actions | transactions | rides (wins over --generator's)"),
+    start: str | None = typer.Option(None, "--start", help="event-time origin, ISO-8601 or epoch ms (default: now)"),
+    from_event: int = typer.Option(0, "--from-event", help="first event number n (to continue an earlier run)"),
+    chunk: int = typer.Option(50_000, "--chunk", help="events computed per Spark job"),
+    master: str = typer.Option("local[*]", "--master", help="Spark master that computes the events"),
+    progress: bool | None = typer.Option(None, "--progress/--no-progress", help="progress bar (default: on a terminal)"),
+) -> None:
+    """Publish the generator's events to Redis Streams, a landing directory or Kafka."""
+    from pydantic import ValidationError
+
+    from speedlayer.producers.produce import ProduceSettings, plan_produce
+
     try:
-        if show_progress:
-            columns = [TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[speed]}"),
-                       TimeElapsedColumn()]
-            with Progress(*columns, console=errors, transient=True) as bar:
-                task = bar.add_task("produce", total=plan.total, speed="")
+        settings = ProduceSettings(to=to, generator=generator, rate=rate, max_events=max_events, seed=seed, kind=kind,
+                                   start=start, from_event=from_event, chunk=chunk, master=master)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise click.UsageError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+    plan = plan_produce(settings)
+    plan.destination.check()
+    from speedlayer.cli.producing import execute_produce
 
-                def on_progress(sent: int, seconds: float) -> None:
-                    bar.update(task, completed=sent, speed=f"{sent / seconds:,.0f}/s" if seconds > 0 else "")
-
-                summary = produce(spark, plan, on_progress)
-        else:
-            summary = produce(spark, plan)
-    finally:
-        spark.stop()
-    last = f", last event {summary.first + summary.events - 1:,}" if summary.events else ""
-    console.print(f"produced {summary.events:,} events in {summary.elapsed_s:,.1f}s ({summary.rate:,.0f}/s){last}, "
-                  f"after {summary.startup_s:,.1f}s computing the first chunk; stopped by {summary.stopped_by}",
-                  soft_wrap=True, markup=False)
-    return summary
+    execute_produce(plan, settings, err.is_terminal if progress is None else progress, out, err)

@@ -1,168 +1,112 @@
-"""What ``speedlayer run`` does once its settings are valid: plan, start Spark, show, stop cleanly."""
+"""``speedlayer run``: the flags and config file become RunSettings; ``speedlayer.cli.running`` runs them."""
 
 from __future__ import annotations
 
-import logging
-import shutil
-import signal
-from dataclasses import dataclass
-from pathlib import Path
+import sys
 
-from rich.console import Console
-from rich.table import Table
+import typer
+from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 
-from speedlayer.monitor.dashboard import DEFAULT_PORT, DashboardServer, open_server
-from speedlayer.monitor.feed import ResultsFeed
-from speedlayer.monitor.view import LiveView
-from speedlayer.runtime.plan import plan_run, prepare_state
-from speedlayer.runtime.run import Run, RunSummary
-from speedlayer.runtime.session import build_session, check_java, check_master, exposure_note
-from speedlayer.runtime.settings import RunSettings
-from speedlayer.sinks.console import ConsoleSink
-
-log = logging.getLogger("speedlayer.monitor")
+from speedlayer.cli.console import err, out
+from speedlayer.runtime.settings import build_settings, load_yaml, output_modes, pairs
 
 
-def summary_table(summary: RunSummary) -> Table:
-    table = Table(title=f"stopped by {summary.stopped_by} after {summary.elapsed_s:,.1f}s", title_justify="left")
-    for column in ("output", "sink", "guarantee", "mode", "batches", "input rows", "final watermark"):
-        table.add_column(column)
-    for q in summary.queries:
-        table.add_row(q.output, q.sink, q.guarantee, q.mode, str(q.batches), f"{q.input_rows:,}", q.watermark or "-")
-    return table
+def run_command(
+    job: str = typer.Argument(..., help="job to run (see 'speedlayer jobs')"),
+    source: str | None = typer.Option(None, "--source", help="source URI, e.g. generator://?rate=5000 or files:///landing"),
+    sink: list[str] | None = typer.Option(None, "--sink", help="NAME=URI, e.g. windows=parquet:out/windows (repeatable)"),
+    trigger: str | None = typer.Option(None, "--trigger",
+                                       help="processing:5s | available-now | once | continuous:1s | realtime:5min (Kafka)"),
+    output_mode: list[str] | None = typer.Option(None, "--output-mode", help="MODE or NAME=MODE: append | update | complete"),
+    watermark: str | None = typer.Option(None, "--watermark", help="event-time watermark delay (default 5s)"),
+    max_ahead: str | None = typer.Option(None, "--max-ahead",
+                                         help="an event time further ahead of its ingest time is a dead "
+                                              "letter (default: a fifth of --watermark, at least 1s)"),
+    dedup: str | None = typer.Option(None, "--dedup",
+                                     help="which copy of a re-sent event counts: exact (default: the lowest offset, the same "
+                                          "on every replay and cluster) | fast (the first Spark meets; ~10% more throughput)"),
+    allowed_lateness: str | None = typer.Option(None, "--allowed-lateness",
+                                                help="fleet: re-emit a closed window corrected "
+                                                     "by events up to this late (default off)"),
+    window: str | None = typer.Option(None, "--window", help="tumbling window length (default 10s)"),
+    slide: str | None = typer.Option(None, "--slide", help="slide of the sliding windows (default 10s)"),
+    sliding_window: str | None = typer.Option(None, "--sliding-window", help="length of the sliding windows (default 1min)"),
+    zones: str | None = typer.Option(None, "--zones", help="speed-limit zones CSV (default: the built-in table)"),
+    # --- trips, count windows (state-windows) ---
+    trip_gap: str | None = typer.Option(None, "--trip-gap",
+                                        help="trips: a trip ends after this long without a ping (default 5min)"),
+    max_trip: str | None = typer.Option(None, "--max-trip",
+                                        help="trips: cut a trip at every multiple of this since "
+                                             "the epoch, so state stays bounded (default 1h)"),
+    count_window: int | None = typer.Option(None, "--count-window", help="count-windows: pings per window (default 20)"),
+    # --- end state-windows ---
+    state_dir: str | None = typer.Option(None, "--state-dir", help="checkpoints live here; a restart resumes from it"),
+    allow_changed_settings: bool | None = typer.Option(None, "--allow-changed-settings",
+                                                       help="resume from --state-dir even though "
+                                                            "settings that change results differ"),
+    duration: float | None = typer.Option(None, "--duration", help="stop gracefully after this many seconds"),
+    max_events: int | None = typer.Option(None, "--max-events", help="process exactly N generated events, then exit"),
+    master: str | None = typer.Option(None, "--master", help="Spark master (default local[*])"),
+    spark_ui: str | None = typer.Option(None, "--spark-ui",
+                                        help="Spark's UI: local (default: 127.0.0.1 only, "
+                                             "kill links off) | off | open (every interface)"),
+    ship: str | None = typer.Option(None, "--ship",
+                                    help="cluster masters: what executors get: auto (default: speedlayer "
+                                         "and its Python packages, packed) | none | PATH of an archive"),
+    conf: list[str] | None = typer.Option(None, "--conf", help="key=value Spark setting (repeatable)"),
+    option: list[str] | None = typer.Option(None, "--option", help="KEY=VALUE job option, e.g. lowercase=false (repeatable)"),
+    config: str | None = typer.Option(None, "--config", help="YAML file with the same settings; flags win"),
+    live: bool | None = typer.Option(None, "--live/--no-live", help="redraw a live view (default: on a terminal)"),
+    dashboard: bool | None = typer.Option(None, "--dashboard/--no-dashboard",
+                                          help="serve the web dashboard and /metrics (default: with the live view)"),
+    dashboard_port: int | None = typer.Option(None, "--dashboard-port",
+                                              help="dashboard port (default 8765; a port given here must be free)"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address the dashboard and metrics bind to"),
+    metrics_port: int | None = typer.Option(None, "--metrics-port", help="also serve Prometheus /metrics alone on this port"),
+    # --- speeding incidents (issue 4: incidents) ---
+    incident_after: str | None = typer.Option(None, "--incident-after",
+                                              help="above the limit this long opens an incident (default 10s)"),
+    incident_timeout: str | None = typer.Option(None, "--incident-timeout",
+                                                help="a vehicle silent this long closes its incident (default 30s)"),
+    incident_updates: bool | None = typer.Option(None, "--incident-updates/--no-incident-updates",
+                                                 help="also emit open incidents as they change (needs update mode)"),
+    incident_initial_state: str | None = typer.Option(None, "--incident-initial-state",
+                                                      help="Parquet/CSV table of open incidents to start from"),
+    # --- ride matching ---
+    rides: str | None = typer.Option(None, "--rides",
+                                     help="matches: source URI of the ride requests (default "
+                                          "with a generator source: the generator's kind=rides)"),
+    match_within: str | None = typer.Option(None, "--match-within",
+                                            help="matches: a ping this close to the request time, either side (default 10s)"),
+    match_cell: float | None = typer.Option(None, "--match-cell",
+                                            help="matches: grid cell size in metres, and the farthest "
+                                                 "a matching ping is from the pickup (default 500)"),
+) -> None:
+    """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
+    if duration is not None and max_events is not None:
+        raise click.UsageError("give --duration or --max-events, not both")
+    flags = {
+        "job": job, "source": source, "sinks": pairs(sink, "--sink", "NAME=URI"), "trigger": trigger,
+        "output_mode": output_modes(output_mode), "watermark": watermark, "max_ahead": max_ahead,
+        "dedup": dedup, "allowed_lateness": allowed_lateness, "window": window, "slide": slide,
+        "sliding_window": sliding_window, "zones": zones, "state_dir": state_dir, "duration": duration,
+        "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
+        "trip_gap": trip_gap, "max_trip": max_trip, "count_window": count_window,  # state-windows
+        # --- speeding incidents (issue 4: incidents) ---
+        "incident_after": incident_after, "incident_timeout": incident_timeout, "incident_updates": incident_updates,
+        "incident_initial_state": incident_initial_state,
+        "rides": rides, "match_within": match_within, "match_cell": match_cell,  # ride matching
+        "options": pairs(option, "--option", "KEY=VALUE"),
+        "allow_changed_settings": allow_changed_settings,
+        "spark_ui": spark_ui, "ship": ship,
+    }
+    settings = build_settings(load_yaml(config) if config else {}, flags)
+    from speedlayer.cli.running import Surfaces, execute
 
-
-@dataclass(frozen=True)
-class Surfaces:
-    """Where a run shows itself besides the terminal: the dashboard (with ``/metrics``) and a
-    metrics-only port. A port given explicitly must be free; the default one may be skipped."""
-
-    dashboard: bool = False
-    dashboard_port: int | None = None
-    host: str = "127.0.0.1"
-    metrics_port: int | None = None
-
-
-def _bind(surfaces: Surfaces, errors: Console) -> tuple[DashboardServer | None, DashboardServer | None]:
-    warn = lambda line: errors.print(line, soft_wrap=True)  # noqa: E731
-    dashboard = metrics = None
-    try:
-        if surfaces.dashboard:
-            explicit = surfaces.dashboard_port is not None
-            dashboard = open_server(surfaces.host, surfaces.dashboard_port if explicit else DEFAULT_PORT, explicit, warn)
-        if surfaces.metrics_port is not None:
-            metrics = open_server(surfaces.host, surfaces.metrics_port, True, warn, "metrics endpoint", metrics_only=True)
-    except Exception:
-        if dashboard is not None:
-            dashboard.close()
-        raise
-    return dashboard, metrics
-
-
-def execute(settings: RunSettings, live: bool, console: Console, errors: Console,
-            surfaces: Surfaces = Surfaces()) -> RunSummary:
-    """Run a job to its end; Ctrl-C once stops after the current batch, twice stops now."""
-    plan = plan_run(settings)
-    try:
-        check_java()
-        check_master(settings.master)
-        plan.lock_state()  # before the manifest: a second run on this state directory stops here
-        prepare_state(plan)
-        servers = _bind(surfaces, errors)  # before Spark: a port the user chose must be free
-    except Exception:
-        plan.unlock_state()
-        if plan.temporary_state:
-            shutil.rmtree(plan.state_dir, ignore_errors=True)
-        raise
-    try:
-        return _execute(plan, settings, live, console, errors, *servers)
-    finally:
-        for server in servers:
-            if server is not None:
-                server.close()
-
-
-def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: Console,
-             dashboard: DashboardServer | None, metrics: DashboardServer | None) -> RunSummary:
-    for note in plan.notes:
-        errors.print(f"note: {note}", soft_wrap=True)
-    log_file = plan.state_dir / "spark.log"
-    errors.print(f"starting Spark ({settings.master}); Spark's log: {log_file}", soft_wrap=True)
-    exposed = exposure_note(settings.master, settings.spark_ui)
-    if exposed:
-        errors.print(f"note: {exposed}", soft_wrap=True)
-    spark = build_session(settings.master, settings.conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
-                          spark_ui=settings.spark_ui, ship=settings.ship,
-                          announce=lambda line: errors.print(f"note: {line}", soft_wrap=True))
-
-    view = LiveView(console) if live else None
-    feed = ResultsFeed(feeds=[n for n, o in plan.job.outputs.items() if not o.stateful]) if dashboard else None
-    for query in plan.queries:
-        if isinstance(query.sink, ConsoleSink):
-            query.sink.display = _fan_out(view.show_batch if view else query.sink.display,
-                                          [feed.show_batch] if feed else [])
-            if feed is not None:
-                feed.fed_by_sink.add(query.output.name)
-    if view is not None and dashboard is not None:
-        view.dashboard_url = dashboard.url
-
-    def on_started(run: Run) -> None:
-        if dashboard is not None:
-            _start_dashboard(run, dashboard, feed, errors)
-        if metrics is not None:
-            metrics.serve(run)
-            errors.print(f"Prometheus metrics: {metrics.url}/metrics", soft_wrap=True)
-        if view is not None:
-            view.attach(run)
-
-    run = Run(spark, plan, on_started=on_started)
-
-    def on_interrupt(signum, frame):  # noqa: ARG001
-        if run.stop_requested.is_set():
-            run.force_stop.set()
-        run.stop_requested.set()
-
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    signal.signal(signal.SIGTERM, on_interrupt)
-    try:
-        run.start()
-        also = "".join(f" ({name} from {source.describe()})" for name, source in plan.inputs.items())
-        errors.print(f"running {plan.job.name} from {plan.source.describe()}{also}: "
-                     + ", ".join(f"{q.output.name} -> {q.sink.describe()} ({q.mode})" for q in plan.queries),
-                     soft_wrap=True)
-        summary = run.wait()
-    finally:
-        if view is not None:
-            view.close()
-        signal.signal(signal.SIGINT, previous)
-        run.cleanup()
-    console.print(summary_table(summary))
-    if not plan.temporary_state:
-        console.print(f"state kept in {Path(plan.state_dir)}: the same command resumes from it")
-    return summary
-
-
-def _fan_out(primary, extras):
-    """A console sink's display that also feeds the dashboard; a failing extra never fails the batch."""
-    def show(view) -> None:
-        primary(view)
-        for extra in extras:
-            try:
-                extra(view)
-            except Exception as exc:  # noqa: BLE001
-                log.warning("speedlayer: dashboard feed failed: %s", exc)
-    return show
-
-
-def _start_dashboard(run: Run, server: DashboardServer, feed: ResultsFeed | None, errors: Console) -> None:
-    """Serve the dashboard and start its tap query; a failure here is one line, never the run's end."""
-    from speedlayer.monitor.tap import start_tap
-
-    try:
-        server.serve(run, feed)
-        tap = start_tap(run, feed) if feed is not None else None
-        if tap is not None:
-            run.side_queries.append(tap)
-        errors.print(f"dashboard: {server.url}  (Prometheus: {server.url}/metrics)", soft_wrap=True)
-    except Exception as exc:  # noqa: BLE001 — the dashboard never stops the job
-        errors.print(f"note: the dashboard could not start: {' '.join(str(exc).split())[:300]}", soft_wrap=True)
+    for flag, port in (("--dashboard-port", dashboard_port), ("--metrics-port", metrics_port)):
+        if port is not None and not 0 < port < 65536:
+            raise click.UsageError(f"{flag} {port} is not a port: give 1-65535")
+    live = sys.stdout.isatty() if live is None else live
+    wants_dashboard = (live or dashboard_port is not None) if dashboard is None else dashboard
+    surfaces = Surfaces(wants_dashboard, dashboard_port, host, metrics_port)
+    execute(settings, live=live, console=out, errors=err, surfaces=surfaces)

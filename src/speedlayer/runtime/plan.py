@@ -178,30 +178,15 @@ def plan_run(settings: RunSettings) -> RunPlan:
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
     trigger = parse_trigger(settings.trigger)
     check_ship(settings.ship)
-    source = open_source(settings.source)
-    source.event_schema = job.schema
-    source.continuous = trigger.continuous
     params = _params(settings, job, trigger.continuous)
     if job.check is not None:
         job.check(params)
-    if trigger.continuous and not source.supports_continuous:
-        raise ConfigError(f"source {source.uri.scheme}:// cannot be read in continuous mode: "
-                          "use a micro-batch trigger such as processing:1s")
-    if trigger.continuous and settings.max_events:
-        raise ConfigError("continuous mode has no batches to count events by: bound the run with --duration, "
-                          "or use --max-events with a micro-batch trigger such as processing:0s")
-    if trigger.realtime:
-        _check_realtime(trigger, source, settings.conf)
-
+    source = _open_source(settings, job, trigger)
     sink_uris = settings.sinks or dict.fromkeys(job.default_outputs, "console:")
     for name in list(sink_uris) + [k for k in settings.output_mode if k != "*"]:
         if name not in job.outputs:
             raise ConfigError(f"job {job.name!r} has no output {name!r}: its outputs are {', '.join(job.outputs)}")
-
-    if settings.state_dir:
-        state_dir, temporary = Path(settings.state_dir).resolve(), False
-    else:
-        state_dir, temporary = Path(tempfile.gettempdir()) / f"speedlayer-state-{uuid.uuid4().hex[:12]}", True
+    state_dir, temporary = _state_dir(settings)
     notes = []
     if temporary:
         notes.append(f"no --state-dir: checkpoints go to {state_dir} and are removed at exit (a restart starts over)")
@@ -212,28 +197,13 @@ def plan_run(settings: RunSettings) -> RunPlan:
     queries, destinations = [], {}
     for name, uri in sink_uris.items():
         output, sink = job.outputs[name].for_params(params), open_sink(uri)
-        if trigger.continuous and output.stateful:
-            stateless = ", ".join(o.name for o in job.outputs.values() if not o.stateful)
-            raise ConfigError(f"output {name!r} keeps state (windows), which continuous mode cannot do: "
-                              f"use a micro-batch trigger such as processing:1s, or select only {stateless}")
-        if trigger.continuous and not sink.supports_continuous:
-            raise ConfigError(f"sink {sink.scheme}: cannot take continuous output (Spark runs no file or Python sink "
-                              "in continuous mode): use console: or memory:, or a micro-batch trigger")
-        if trigger.realtime and sink.scheme not in REALTIME_SINKS:
-            raise ConfigError(f"sink {sink.scheme}: cannot take real-time output (Spark's real-time mode writes to "
-                              "console and Kafka only): use console:, or a micro-batch trigger")
+        _check_output_fits(job, output, sink, trigger)
         where = sink.destination(job.name, name)
         if where is not None:
             if where in destinations:
                 raise ConfigError(f"outputs {destinations[where]!r} and {name!r} both write to the same {where[0]} "
                                   f"({sink.describe()}): give each its own")
             destinations[where] = name
-        if output.per_batch is not None and (trigger.continuous or trigger.realtime):
-            raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch): use a micro-batch trigger "
-                              "such as processing:1s")
-        if output.per_batch is not None and not sink.writes_batches:
-            raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch), which sink {sink.scheme}: "
-                              "cannot take: write it to console:, postgresql:, mysql: or redis:")
         mode = _mode_for(output, sink, settings.output_mode, trigger.continuous, trigger.realtime)
         if output.check is not None:  # settings only this output depends on (state-windows)
             output.check(params)
@@ -243,6 +213,50 @@ def plan_run(settings: RunSettings) -> RunPlan:
     _check_incidents(params, queries)
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
     return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs)
+
+
+def _open_source(settings: RunSettings, job: Job, trigger: Trigger) -> Source:
+    """The run's main source, checked against the trigger."""
+    source = open_source(settings.source)
+    source.event_schema = job.schema
+    source.continuous = trigger.continuous
+    if trigger.continuous and not source.supports_continuous:
+        raise ConfigError(f"source {source.uri.scheme}:// cannot be read in continuous mode: "
+                          "use a micro-batch trigger such as processing:1s")
+    if trigger.continuous and settings.max_events:
+        raise ConfigError("continuous mode has no batches to count events by: bound the run with --duration, "
+                          "or use --max-events with a micro-batch trigger such as processing:0s")
+    if trigger.realtime:
+        _check_realtime(trigger, source, settings.conf)
+    return source
+
+
+def _state_dir(settings: RunSettings) -> tuple[Path, bool]:
+    """The state directory, and whether it is a temporary one (no --state-dir)."""
+    if settings.state_dir:
+        return Path(settings.state_dir).resolve(), False
+    return Path(tempfile.gettempdir()) / f"speedlayer-state-{uuid.uuid4().hex[:12]}", True
+
+
+def _check_output_fits(job: Job, output: Output, sink: Sink, trigger: Trigger) -> None:
+    """Refuse an output or sink the trigger cannot run (continuous and real-time mode, per-batch outputs)."""
+    name = output.name
+    if trigger.continuous and output.stateful:
+        stateless = ", ".join(o.name for o in job.outputs.values() if not o.stateful)
+        raise ConfigError(f"output {name!r} keeps state (windows), which continuous mode cannot do: "
+                          f"use a micro-batch trigger such as processing:1s, or select only {stateless}")
+    if trigger.continuous and not sink.supports_continuous:
+        raise ConfigError(f"sink {sink.scheme}: cannot take continuous output (Spark runs no file or Python sink "
+                          "in continuous mode): use console: or memory:, or a micro-batch trigger")
+    if trigger.realtime and sink.scheme not in REALTIME_SINKS:
+        raise ConfigError(f"sink {sink.scheme}: cannot take real-time output (Spark's real-time mode writes to "
+                          "console and Kafka only): use console:, or a micro-batch trigger")
+    if output.per_batch is not None and (trigger.continuous or trigger.realtime):
+        raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch): use a micro-batch trigger "
+                          "such as processing:1s")
+    if output.per_batch is not None and not sink.writes_batches:
+        raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch), which sink {sink.scheme}: "
+                          "cannot take: write it to console:, postgresql:, mysql: or redis:")
 
 
 # --- ride matching ---

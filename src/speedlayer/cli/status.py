@@ -1,0 +1,48 @@
+"""``speedlayer status``: what each query of a run has committed, read from its checkpoints."""
+
+from __future__ import annotations
+
+import typer
+
+from speedlayer.cli.console import out
+
+
+def status_command(
+    state_dir: str = typer.Option(..., "--state-dir", help="the --state-dir of a run (or one query's checkpoint)"),
+    operators: bool = typer.Option(True, "--operators/--no-operators",
+                                   help="describe stateful operators with Spark's state-metadata source (starts Spark)"),
+) -> None:
+    """Each query's last committed batch, offsets and watermark, read from the checkpoints (running or stopped),
+    and the run's executors."""
+    import tempfile
+    from pathlib import Path
+
+    from speedlayer.monitor.executors import status_lines
+    from speedlayer.monitor.status import add_operators, compact, find_checkpoints, iso
+
+    statuses = find_checkpoints(Path(state_dir))
+    if operators and any(s.stateful for s in statuses):
+        from speedlayer.runtime.session import build_session, check_java
+
+        check_java()
+        spark = build_session("local[1]", {"spark.ui.enabled": "false"}, app_name="speedlayer-status",
+                              log_file=Path(tempfile.gettempdir()) / "speedlayer-status-spark.log")
+        try:
+            add_operators(spark, statuses)
+        finally:
+            spark.stop()
+    for s in statuses:
+        committed = "none" if s.last_committed is None else str(s.last_committed)
+        pending = f" (batch {s.last_planned} planned, not committed)" if s.last_planned != s.last_committed else ""
+        out.print(f"{s.name}: last committed batch {committed}{pending}, batch time {iso(s.batch_time_ms) or '-'}, "
+                  f"watermark {s.watermark or '-'}", soft_wrap=True, markup=False, highlight=False)
+        out.print(f"  offsets: {compact(s.offsets, 400) or '-'}", soft_wrap=True, markup=False, highlight=False)
+        for op in s.operators:
+            if "error" in op:
+                out.print(f"  state metadata unavailable: {op['error']}", soft_wrap=True, markup=False)
+            else:
+                out.print(f"  operator {op.get('operatorId')} {op.get('operatorName')} store {op.get('stateStoreName')}, "
+                          f"{op.get('numPartitions')} partitions, batches {op.get('minBatchId')}..{op.get('maxBatchId')}",
+                          soft_wrap=True, markup=False)
+    for line in status_lines(Path(state_dir)):  # recorded by the run: executors alive, cores, lost
+        out.print(line, soft_wrap=True, markup=False, highlight=False)
