@@ -6,7 +6,7 @@ import dataclasses
 
 from rich.console import Console
 
-from speedlayer.bench.lab import Cell
+from speedlayer.bench.cell import Cell
 from speedlayer.bench.report import cells_table
 
 

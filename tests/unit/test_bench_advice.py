@@ -5,7 +5,8 @@ import math
 import pytest
 
 from speedlayer.bench.advice import BatchCost, fit_batch_cost, recommend, round_up_interval
-from speedlayer.bench.lab import LabConfig, percentile, slope
+from speedlayer.bench.cell import percentile, slope
+from speedlayer.bench.lab import LabConfig
 from speedlayer.core.errors import ConfigError
 
 

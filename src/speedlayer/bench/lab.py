@@ -17,15 +17,16 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from speedlayer.bench.advice import fit_batch_cost
-from speedlayer.bench.feed import FilesFeed, SocketFeed, Template
-from speedlayer.bench.watch import LatencyParquetSink, LatencySink, SinkWatcher, Watched
+from speedlayer.bench.cell import NOT_SUPPORTED, OK, Cell, CellMeasurement, CellTiming, Cpu
+from speedlayer.bench.feed import Template
+from speedlayer.bench.watch import LatencyParquetSink, LatencySink
 from speedlayer.core.durations import parse_duration
-from speedlayer.core.errors import ConfigError, SpeedlayerError
+from speedlayer.core.errors import ConfigError
 from speedlayer.runtime.plan import plan_run, prepare_state
 from speedlayer.runtime.run import Run
 from speedlayer.runtime.settings import RunSettings
@@ -34,17 +35,6 @@ from speedlayer.runtime.triggers import parse_trigger
 MODES = ("processing:0s", "processing:100ms", "processing:1s", "processing:5s", "available-now", "continuous:1s",
          "realtime:")
 OUTPUTS = ("windows", "alerts")
-NOT_SUPPORTED, OK, FAILED = "not supported", "ok", "failed"
-#: latency counts as flat when each commit's slowest row grows older by less than this many seconds per second
-FLAT_SLOPE = 0.05
-#: the feed must have written at least this share of the target rate for the cell to count as kept up
-RATE_KEPT = 0.95
-#: a row not seen by then counts as lost to the measurement
-MAX_DRAIN_S = 60.0
-#: a query this many seconds of input behind the feed ends its cell early, as not kept up: Spark's
-#: socket source holds the backlog on the driver and ships it inside one task, which ran a 2 GB heap
-#: (and an 8 GB one) out of memory at 50,000 events/s
-MAX_BACKLOG_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -90,97 +80,9 @@ class LabConfig:
         parse_duration(self.watermark, "--watermark")
 
 
-@dataclass
-class Cell:
-    output: str
-    mode: str
-    rate: int
-    status: str = OK
-    reason: str = ""
-    produced_rate: float = 0.0
-    events: int = 0
-    rows_measured: int = 0
-    p50_ms: float | None = None
-    p95_ms: float | None = None
-    p99_ms: float | None = None
-    max_ms: float | None = None
-    slope: float | None = None
-    kept_up: bool | None = None
-    cpu_s_per_million_events: float | None = None
-    jvm_cpu_s_per_million_events: float | None = None
-    peak_rss_mb: float | None = None
-    batches: list[list[int]] = field(default_factory=list)  # [input rows, triggerExecution ms] per micro-batch
-    drain_s: float = 0.0
-    #: every fed event reached the sink within MAX_DRAIN_S after the feed stopped
-    drained: bool | None = None
-    #: the query fell MAX_BACKLOG_S of input behind the feed, which then stopped early
-    fell_behind: bool = False
-    #: the cell's whole wall time: query start, feeding, draining, stop
-    wall_s: float = 0.0
-    #: available-now: how long each scheduled run took (start to stop)
-    run_s: list[float] = field(default_factory=list)
 
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100) of a non-empty list.
-
-    >>> percentile([1, 2, 3, 4], 50), percentile([1, 2, 3, 4], 99)
-    (2, 4)
-    """
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * q // 100))
-    return ordered[int(rank) - 1]
-
-
-def slope(points: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope of y over x (None with fewer than two distinct x)."""
-    if len({x for x, _ in points}) < 2:
-        return None
-    n = len(points)
-    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    return sum((x - mx) * (y - my) for x, y in points) / sxx
-
-
-def summarise_latency(cell: Cell, watched: Watched, due_from_ms: float, due_until_ms: float) -> None:
-    """Percentiles over the rows due in the measured span; the trend of each commit's slowest row."""
-    rows = watched.latencies_ms(due_from_ms, due_until_ms)
-    cell.rows_measured = len(rows)
-    if not rows:
-        return
-    lat = [latency for _, latency in rows]
-    cell.p50_ms, cell.p95_ms, cell.p99_ms = (round(percentile(lat, q), 1) for q in (50, 95, 99))
-    cell.max_ms = round(max(lat), 1)
-    # Within one commit latency falls with due time by construction, so the trend is taken over
-    # commits: a query that falls behind commits ever older rows.
-    worst = [(s.seen_ms / 1000, max(s.seen_ms - d for d in s.due_ms) / 1000) for s in watched.samples
-             if any(due_from_ms <= d < due_until_ms for d in s.due_ms)]
-    trend = slope(worst) if len(worst) >= 3 else None
-    cell.slope = None if trend is None else round(trend, 4)
-
-
-class _Cpu:
-    """CPU seconds of this Python process and the driver JVM (psutil), and peak-RSS pids."""
-
-    def __init__(self, spark):
-        import psutil
-        from pyspark import SparkContext
-
-        self.me = psutil.Process(os.getpid())
-        proc = getattr(SparkContext._gateway, "proc", None)
-        self.jvm = psutil.Process(proc.pid) if proc is not None else None
-
-    @staticmethod
-    def _cpu(p) -> float:
-        t = p.cpu_times()
-        return t.user + t.system
-
-    def sample(self) -> tuple[float, float]:
-        return self._cpu(self.me), (self._cpu(self.jvm) if self.jvm else 0.0)
-
-    @property
-    def pids(self) -> list[int]:
-        return [self.me.pid] + ([self.jvm.pid] if self.jvm else [])
+    def timing(self) -> CellTiming:
+        return CellTiming(self.cell_s, self.warmup_s, self.schedule_s, self.poll_ms)
 
 
 def _settings(cfg: LabConfig, output: str, mode: str, source: str, state_dir: Path) -> RunSettings:
@@ -211,195 +113,18 @@ def _start(spark, cfg: LabConfig, output: str, mode: str, uri: str, state_dir: P
     return Run(spark, plan)
 
 
-def _check_alive(run: Run) -> None:
-    for q in run.queries:
-        if not q.isActive and q.exception() is not None:
-            raise SpeedlayerError(f"query {q.name} failed: {str(q.exception()).splitlines()[0][:300]}")
-
-
-def _fell_behind(run: Run, produced: int, rate: int, trigger) -> bool:
-    """The query has more than MAX_BACKLOG_S of input fed but not committed (micro-batch only:
-    continuous mode reports no input rows per epoch)."""
-    if trigger.continuous:
-        return False
-    p = run.tracker.get(run.plan.queries[0].name)
-    return produced - (p.input_rows if p is not None else 0) > MAX_BACKLOG_S * rate
-
-
-def _batches(run: Run) -> list[list[int]]:
-    out = []
-    for q in run.queries:
-        for p in q.recentProgress:
-            rows = int(p.numInputRows or 0)
-            ms = int((p.durationMs or {}).get("triggerExecution", 0))
-            if rows > 0 and ms > 0:
-                out.append([rows, ms])
-    return out
-
-
-def _stop(run: Run) -> None:
-    run.stop_requested.set()
-    run.wait()
-
-
-def _drain_quiet(watched_fn: Callable[[], Watched], quiet_s: float) -> tuple[float, bool]:
-    """Continuous mode has no batches to count: wait until rows stop arriving for ``quiet_s``."""
-    t0 = time.monotonic()
-    last_count, last_change = -1, t0
-    while time.monotonic() - t0 < MAX_DRAIN_S:
-        count = sum(len(s.due_ms) for s in watched_fn().samples)
-        now = time.monotonic()
-        if count != last_count:
-            last_count, last_change = count, now
-        if count > 0 and now - last_change >= quiet_s:
-            return now - t0, True
-        time.sleep(0.05)
-    return time.monotonic() - t0, False
-
-
-def _drain_batches(run: Run, produced: int, extra_batches: int, extra_s: float) -> tuple[float, bool]:
-    """Wait until the query has committed every fed event, then ``extra_batches`` more (a window
-    output closes its last windows in the batch after the one that moved the watermark)."""
-    t0 = time.monotonic()
-    name, reached, reached_at = run.plan.queries[0].name, None, 0.0
-    while time.monotonic() - t0 < MAX_DRAIN_S:
-        _check_alive(run)
-        p = run.tracker.get(name)
-        if p is not None and p.input_rows >= produced:
-            if reached is None:
-                reached, reached_at = p.batches, time.monotonic()
-            if p.batches >= reached + extra_batches or time.monotonic() - reached_at > extra_s:
-                time.sleep(0.2)  # the watcher's next polls
-                return time.monotonic() - t0, True
-        time.sleep(0.05)
-    return time.monotonic() - t0, False
-
-
 def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode: str, rate: int, tmp: Path,
-             cpu: _Cpu, index: int) -> Cell:
+             cpu: Cpu, index: int) -> Cell:
     """Measure one (output, trigger, rate) cell; a cell whose query fails is reported, not raised."""
-    cell = Cell(output, mode, rate)
-    began = time.monotonic()
     reason = support(cfg, output, mode, tmp)
     if reason is not None:
-        cell.status, cell.reason = NOT_SUPPORTED, reason
-        return cell
-    trigger = parse_trigger(mode)
-    state = tmp / f"cell-{index}"
-    watcher = SinkWatcher(cpu.pids, poll_s=cfg.poll_ms / 1000)
-    quiet_s = max(2.0, 2 * trigger.interval_ms / 1000 + 1.0)
-    drained = True
-    runs: list[Run] = []
-    run_s: list[float] = []  # available-now: how long each scheduled run took
-    try:
-        if trigger.kind == "available-now":
-            feed = FilesFeed(templates, rate, tmp / f"landing-{index}")
-        else:
-            feed = SocketFeed(templates, rate)
-            run = _start(spark, cfg, output, mode, feed.uri, state, f"bench_{index}")
-            feed.arm()
-            run.start()
-            runs.append(run)
-            if not feed.wait_connected(120):
-                raise SpeedlayerError("the socket source did not connect to the bench feed within 120 s")
-        watcher.start()
-        for r in runs:
-            watcher.watch(r.queries[0])
-        if trigger.kind == "available-now":
-            watcher.watch_files(state / "out")
-        py0, jvm0 = cpu.sample()
-        feed.start()
-        t_start = time.time()
-        fed_before, feed_cpu0, watch_cpu0 = 0, 0.0, 0.0
-        if trigger.kind != "available-now":
-            # A new query plans and compiles its first batch slowly: measure from its first commit on.
-            # (A scheduled available-now run pays that start-up every time: it is part of its latency.)
-            deadline = time.monotonic() + 300
-            while not watcher.result.samples and time.monotonic() < deadline:
-                _check_alive(runs[0])
-                if _fell_behind(runs[0], feed.produced, rate, trigger):
-                    cell.fell_behind = True
-                    break
-                time.sleep(0.05)
-            t_start = time.time()
-            py0, jvm0 = cpu.sample()  # CPU and events are counted from here on, like latency
-            fed_before, feed_cpu0, watch_cpu0 = feed.produced, feed.cpu_s, watcher.result.cpu_s
-        t_end = t_start + cfg.cell_s
-        if trigger.kind == "available-now":
-            # a scheduler starts a run every schedule_s; each processes what has landed, then stops
-            def scheduled_run(name: str) -> None:
-                run = _start(spark, cfg, output, mode, feed.uri, state, name)
-                runs.append(run)
-                began_run = time.monotonic()
-                run.start()
-                run.wait()
-                run_s.append(time.monotonic() - began_run)
+        return Cell(output, mode, rate, status=NOT_SUPPORTED, reason=reason)
 
-            next_run, k = t_start + min(cfg.schedule_s, cfg.cell_s), 0
-            while time.time() < t_end:
-                time.sleep(max(0.0, min(next_run, t_end) - time.time()))
-                if time.time() >= t_end:
-                    break
-                k += 1
-                scheduled_run(f"bench_{index}_{k}")
-                next_run += cfg.schedule_s
-            feed.stop()
-            scheduled_run(f"bench_{index}_last")
-            # a scheduled run that outlasts its period means the next one starts late: not kept up
-            drained = max(run_s) <= cfg.schedule_s
-            time.sleep(0.2)  # the watcher's next polls
-        else:
-            while time.time() < t_end and not cell.fell_behind:
-                _check_alive(runs[0])
-                if _fell_behind(runs[0], feed.produced, rate, trigger):
-                    cell.fell_behind = True
-                    break
-                time.sleep(0.2)
-            t_end = min(t_end, time.time())
-            feed.stop()
-            if trigger.continuous:
-                cell.drain_s, drained = _drain_quiet(lambda: watcher.result, quiet_s)
-            else:
-                cell.drain_s, drained = _drain_batches(runs[0], feed.produced, 1 if output == "windows" else 0,
-                                                       2 * trigger.interval_ms / 1000 + 5)
-            cell.drain_s = round(cell.drain_s, 1)
-        py1, jvm1 = cpu.sample()
-        watched = watcher.stop()
-        cell.events, cell.produced_rate = feed.produced, round(feed.produced_rate, 1)
-        summarise_latency(cell, watched, (t_start + cfg.warmup_s) * 1000, t_end * 1000)
-        spark_cpu = (py1 - py0) + (jvm1 - jvm0) - (feed.cpu_s - feed_cpu0) - (watched.cpu_s - watch_cpu0)
-        counted = cell.events - fed_before
-        if counted > 0:
-            cell.cpu_s_per_million_events = round(spark_cpu / counted * 1e6, 2)
-            cell.jvm_cpu_s_per_million_events = round((jvm1 - jvm0) / counted * 1e6, 2)
-        cell.peak_rss_mb = round(watched.peak_rss_bytes / 2**20, 1)
-        if trigger.kind != "available-now":  # the files source counts files as input rows, not events
-            for r in runs:
-                cell.batches.extend(_batches(r))
-        cell.run_s = [round(x, 1) for x in run_s]
-        flat = cell.slope is None or cell.slope < FLAT_SLOPE
-        cell.drained = drained and not cell.fell_behind
-        cell.kept_up = bool(cell.rows_measured and flat and cell.drained and cell.produced_rate >= RATE_KEPT * rate)
-    except SpeedlayerError as exc:
-        cell.status, cell.reason = FAILED, str(exc)
-    finally:
-        try:
-            watcher.stop() if watcher._thread.is_alive() else None
-        except Exception:  # noqa: BLE001
-            pass
-        for r in runs:
-            try:
-                _stop(r)
-            except SpeedlayerError:
-                pass
-            r.cleanup()
-        try:
-            feed.stop()
-        except Exception:  # noqa: BLE001 — already reported, or the cell failed before the feed ran
-            pass
-        shutil.rmtree(state, ignore_errors=True)
-        cell.wall_s = round(time.monotonic() - began, 1)
-    return cell
+    def start(uri: str, state_dir: Path, name: str) -> Run:
+        return _start(spark, cfg, output, mode, uri, state_dir, name)
+
+    return CellMeasurement(Cell(output, mode, rate), cfg.timing(), parse_trigger(mode), templates, tmp / f"cell-{index}",
+                           tmp / f"landing-{index}", f"bench_{index}", cpu, start).run()
 
 
 def sustained(cells: list[Cell]) -> dict[str, dict[str, Any]]:
@@ -429,7 +154,7 @@ def run_lab(spark, cfg: LabConfig, on_cell: Callable[[Cell], None] | None = None
     cells: list[Cell] = []
     try:
         templates = templates_from_generator(spark, cfg.templates, cfg.vehicles)
-        cpu = _Cpu(spark)
+        cpu = Cpu(spark)
         index = 0
         for output in cfg.outputs:
             for mode in cfg.modes:

@@ -13,7 +13,7 @@ from typing import Any
 from rich.table import Table
 
 from speedlayer.bench.advice import Advice, BatchCost
-from speedlayer.bench.lab import MAX_BACKLOG_S
+from speedlayer.bench.cell import MAX_BACKLOG_S
 
 JSON_NAME = "bench.json"
 LATENCY_PLOT = "latency_vs_throughput.png"

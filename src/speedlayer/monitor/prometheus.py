@@ -36,73 +36,13 @@ class RunCollector(Collector):
         self.job, self.tracker, self.executors = job, tracker, executors
 
     def collect(self) -> Iterator[Metric]:
-        q_labels = ["job", "query"]
-
-        def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
-            return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=q_labels + list(extra))
-
-        def counter(name: str, doc: str) -> CounterMetricFamily:
-            return CounterMetricFamily(f"{PREFIX}_{name}", doc, labels=q_labels)
-
-        batches = counter("batches", "micro-batches completed")
-        input_rows = counter("input_rows", "rows read from the source")
-        output_rows = counter("output_rows", "rows written to the sink (where Spark reports it)")
-        dropped = counter("rows_dropped_by_watermark", "rows dropped as late by stateful operators")
-        duplicates = counter("duplicates_removed", "rows removed by deduplication operators")
-        dead = counter("dead_letters", "rows refused by decode (observed by every event query)")
-        late_kept = counter("late_events_kept", "rows written by the late output: events behind the watermark, kept")
-        input_rate = gauge("input_rows_per_second", "input rate of the last batch")
-        processing_rate = gauge("processed_rows_per_second", "processing rate of the last batch")
-        phase = gauge("batch_phase_seconds", "time of each part of the last batch (Spark's durationMs)", ("phase",))
-        delay = gauge("scheduling_delay_seconds", "how late the last trigger started against its schedule")
-        latency = gauge("latency_seconds", "end-to-end latency of the newest batch's events up to its commit",
-                        ("since", "quantile"))
-        watermark = gauge("watermark_timestamp_seconds", "event-time watermark (epoch seconds)")
-        lag = gauge("watermark_lag_seconds", "newest event time seen minus the watermark")
-        state_rows = gauge("state_rows", "rows held by a stateful operator", ("operator",))
-        state_mem = gauge("state_memory_bytes", "memory used by a stateful operator's state store", ("operator",))
-        source_lag = gauge("source_lag_entries", "entries waiting in the source beyond the last batch")
-        durations = HistogramMetricFamily(f"{PREFIX}_batch_duration_seconds", "duration of micro-batches",
-                                          labels=q_labels)
-
+        f = _query_families()
         for name, q in sorted(self.tracker.snapshot().items()):
             labels = [self.job, name]
-            batches.add_metric(labels, q.batches)
-            input_rows.add_metric(labels, q.input_rows)
-            output_rows.add_metric(labels, q.totals["output_rows"])
-            dropped.add_metric(labels, q.totals["dropped_by_watermark"])
-            duplicates.add_metric(labels, q.totals["duplicates_removed"])
-            dead.add_metric(labels, q.totals["dead_letters"])
-            late_kept.add_metric(labels, q.totals["late_events_kept"])
-            cumulative, buckets = 0, []
-            for bound, count in zip(DURATION_BUCKETS, q.duration_counts):
-                cumulative += count
-                buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-            durations.add_metric(labels, buckets, q.duration_sum_s)
-            m = q.latest
-            if m is None:
-                continue
-            input_rate.add_metric(labels, m.input_rate)
-            processing_rate.add_metric(labels, m.processing_rate)
-            for part, ms in sorted(m.phases_ms.items()):
-                phase.add_metric(labels + [part], ms / 1000)
-            if m.scheduling_delay_ms is not None:
-                delay.add_metric(labels, m.scheduling_delay_ms / 1000)
-            for since, values in q.latency_ms.items():
-                for quantile, ms in values.items():
-                    latency.add_metric(labels + [since, QUANTILE_LABELS[quantile]], ms / 1000)
-            if m.watermark_ms is not None:
-                watermark.add_metric(labels, m.watermark_ms / 1000)
-            if m.watermark_lag_ms is not None:
-                lag.add_metric(labels, m.watermark_lag_ms / 1000)
-            for i, op in enumerate(m.state):
-                operator = f"{i}:{op.name}"
-                state_rows.add_metric(labels + [operator], op.rows)
-                state_mem.add_metric(labels + [operator], op.memory_bytes)
-            if m.source_lag is not None:
-                source_lag.add_metric(labels, m.source_lag)
-        yield from (batches, input_rows, output_rows, dropped, duplicates, dead, late_kept, input_rate, processing_rate, phase,
-                    delay, latency, watermark, lag, state_rows, state_mem, source_lag, durations)
+            _add_totals(f, labels, q)
+            if q.latest is not None:
+                _add_latest(f, labels, q)
+        yield from f.values()
         yield from self._executors()
 
     def _executors(self) -> Iterator[Metric]:
@@ -122,6 +62,77 @@ class RunCollector(Collector):
         lost = CounterMetricFamily(f"{PREFIX}_executors_lost", "executors lost while the run went on", labels=["job"])
         lost.add_metric([self.job], report.lost_count)
         yield lost
+
+
+def _query_families() -> dict[str, Metric]:
+    """Every per-query metric family, empty, by short name (in the order they are exposed)."""
+    q_labels = ["job", "query"]
+
+    def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
+        return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=q_labels + list(extra))
+
+    def counter(name: str, doc: str) -> CounterMetricFamily:
+        return CounterMetricFamily(f"{PREFIX}_{name}", doc, labels=q_labels)
+
+    return {
+        "batches": counter("batches", "micro-batches completed"),
+        "input_rows": counter("input_rows", "rows read from the source"),
+        "output_rows": counter("output_rows", "rows written to the sink (where Spark reports it)"),
+        "dropped_by_watermark": counter("rows_dropped_by_watermark", "rows dropped as late by stateful operators"),
+        "duplicates_removed": counter("duplicates_removed", "rows removed by deduplication operators"),
+        "dead_letters": counter("dead_letters", "rows refused by decode (observed by every event query)"),
+        "late_events_kept": counter("late_events_kept",
+                                    "rows written by the late output: events behind the watermark, kept"),
+        "input_rate": gauge("input_rows_per_second", "input rate of the last batch"),
+        "processing_rate": gauge("processed_rows_per_second", "processing rate of the last batch"),
+        "phase": gauge("batch_phase_seconds", "time of each part of the last batch (Spark's durationMs)", ("phase",)),
+        "delay": gauge("scheduling_delay_seconds", "how late the last trigger started against its schedule"),
+        "latency": gauge("latency_seconds", "end-to-end latency of the newest batch's events up to its commit",
+                         ("since", "quantile")),
+        "watermark": gauge("watermark_timestamp_seconds", "event-time watermark (epoch seconds)"),
+        "lag": gauge("watermark_lag_seconds", "newest event time seen minus the watermark"),
+        "state_rows": gauge("state_rows", "rows held by a stateful operator", ("operator",)),
+        "state_mem": gauge("state_memory_bytes", "memory used by a stateful operator's state store", ("operator",)),
+        "source_lag": gauge("source_lag_entries", "entries waiting in the source beyond the last batch"),
+        "durations": HistogramMetricFamily(f"{PREFIX}_batch_duration_seconds", "duration of micro-batches",
+                                           labels=q_labels),
+    }
+
+
+def _add_totals(f: dict[str, Metric], labels: list[str], q) -> None:
+    """A query's counters since the run started, and its batch-duration histogram."""
+    f["batches"].add_metric(labels, q.batches)
+    f["input_rows"].add_metric(labels, q.input_rows)
+    for total in ("output_rows", "dropped_by_watermark", "duplicates_removed", "dead_letters", "late_events_kept"):
+        f[total].add_metric(labels, q.totals[total])
+    cumulative, buckets = 0, []
+    for bound, count in zip(DURATION_BUCKETS, q.duration_counts):
+        cumulative += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+    f["durations"].add_metric(labels, buckets, q.duration_sum_s)
+
+
+def _add_latest(f: dict[str, Metric], labels: list[str], q) -> None:
+    """A query's gauges, from its newest batch."""
+    m = q.latest
+    f["input_rate"].add_metric(labels, m.input_rate)
+    f["processing_rate"].add_metric(labels, m.processing_rate)
+    for part, ms in sorted(m.phases_ms.items()):
+        f["phase"].add_metric(labels + [part], ms / 1000)
+    if m.scheduling_delay_ms is not None:
+        f["delay"].add_metric(labels, m.scheduling_delay_ms / 1000)
+    for since, values in q.latency_ms.items():
+        for quantile, ms in values.items():
+            f["latency"].add_metric(labels + [since, QUANTILE_LABELS[quantile]], ms / 1000)
+    if m.watermark_ms is not None:
+        f["watermark"].add_metric(labels, m.watermark_ms / 1000)
+    if m.watermark_lag_ms is not None:
+        f["lag"].add_metric(labels, m.watermark_lag_ms / 1000)
+    for i, op in enumerate(m.state):
+        f["state_rows"].add_metric(labels + [f"{i}:{op.name}"], op.rows)
+        f["state_mem"].add_metric(labels + [f"{i}:{op.name}"], op.memory_bytes)
+    if m.source_lag is not None:
+        f["source_lag"].add_metric(labels, m.source_lag)
 
 
 def metrics_registry(job: str, tracker: ProgressTracker, executors: ExecutorWatch | None = None) -> CollectorRegistry:

@@ -159,27 +159,8 @@ def vehicle_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> Dat
     seed = opts.seed
     c = F.col
     spacing_ms = 1000.0 / opts.rate
-
-    # A duplicate re-sends one of the three events before it, byte for byte.
-    is_dup = (_uniform(seed, c("n"), 1) < opts.duplicates) & (c("n") > 0)
-    df = seq.select(
-        "n",
-        F.when(is_dup, F.greatest(c("n") - 1 - F.floor(_uniform(seed, c("n"), 2) * 3), F.lit(0)))
-        .otherwise(c("n")).cast("long").alias("src"),
-    )
     src = c("src")
-    lateness_ms = F.when(
-        _uniform(seed, src, 3) < opts.late,
-        F.floor(F.lit(parse_duration(opts.late_delay)) * (0.5 + _uniform(seed, src, 4))),
-    ).otherwise(0)
-    df = df.select(
-        "n", "src",
-        (F.lit(start_ms) + F.floor(src * spacing_ms) - F.floor(_uniform(seed, src, 5) * parse_duration(opts.disorder))
-         - lateness_ms).cast("long").alias("event_ms"),
-        F.pmod(src, F.lit(opts.vehicles)).alias("vehicle"),
-    )
-
-    df = vehicle_path(df, seed, start_ms)
+    df = vehicle_path(_event_times(seq, opts, start_ms), seed, start_ms)
     df = df.select("*", zone_of(c("lat"), c("lon"))[2].alias("limit"))
     noise = (_uniform(seed, src, 6) - 0.5) * 4
     df = df.select(
@@ -205,24 +186,54 @@ def vehicle_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> Dat
         (_uniform(seed, src, 7) < opts.malformed).alias("bad"),
         F.floor(_uniform(seed, src, 8) * _MALFORMED_KINDS).alias("kind"),
     )
-    # Corruptions are string edits of the good payload: five more to_json serialisers would grow
-    # this stage's generated code past HotSpot's 8000-byte JIT limit.
-    good_col = c("good")
+    return df.select(F.when(c("bad"), _corrupted(c("good"))).otherwise(c("good")).alias("value"),
+                     *_metadata(start_ms, spacing_ms, c("n"), c("vehicle")))
+
+
+def _event_times(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
+    """``n``, the event it sends (``src``: itself, or an earlier one re-sent), its event time and vehicle."""
+    seed, c = opts.seed, F.col
+    # A duplicate re-sends one of the three events before it, byte for byte.
+    is_dup = (_uniform(seed, c("n"), 1) < opts.duplicates) & (c("n") > 0)
+    df = seq.select(
+        "n",
+        F.when(is_dup, F.greatest(c("n") - 1 - F.floor(_uniform(seed, c("n"), 2) * 3), F.lit(0)))
+        .otherwise(c("n")).cast("long").alias("src"),
+    )
+    src = c("src")
+    lateness_ms = F.when(
+        _uniform(seed, src, 3) < opts.late,
+        F.floor(F.lit(parse_duration(opts.late_delay)) * (0.5 + _uniform(seed, src, 4))),
+    ).otherwise(0)
+    return df.select(
+        "n", "src",
+        (F.lit(start_ms) + F.floor(src * (1000.0 / opts.rate))
+         - F.floor(_uniform(seed, src, 5) * parse_duration(opts.disorder))
+         - lateness_ms).cast("long").alias("event_ms"),
+        F.pmod(src, F.lit(opts.vehicles)).alias("vehicle"),
+    )
+
+
+def _corrupted(good_col: Column) -> Column:
+    """A malformed payload of the ``kind`` drawn for the row, made from its good payload ``good_col``.
+
+    Corruptions are string edits of the good payload: five more to_json serialisers would grow
+    this stage's generated code past HotSpot's 8000-byte JIT limit.
+    """
+    c = F.col
 
     def with_field(name: str, json_value: str) -> Column:
         return F.regexp_replace(good_col, f'"{name}":[^,}}]*', f'"{name}":{json_value}')
 
-    corrupt = (
+    return (
         F.when(c("kind") == 0, F.expr("substring(good, 1, int(length(good) / 2))"))
         .when(c("kind") == 1, F.regexp_replace(good_col, '"vehicle_id":"[^"]*",', ""))
         .when(c("kind") == 2, with_field("speed_kmh", "999.9"))
         .when(c("kind") == 3, with_field("lat", "123.456"))
         .when(c("kind") == 4, with_field("speed_kmh", '"fast"'))
         .when(c("kind") == 5, F.replace(good_col, c("event_time_text"), _iso(c("event_ms") + 172_800_000)))
-        .otherwise(F.concat(F.lit("#garbage "), src.cast("string")))
+        .otherwise(F.concat(F.lit("#garbage "), c("src").cast("string")))
     )
-    return df.select(F.when(c("bad"), corrupt).otherwise(good_col).alias("value"),
-                     *_metadata(start_ms, spacing_ms, c("n"), c("vehicle")))
 
 
 def _metadata(start_ms: int, spacing_ms: float, n: Column, vehicle: Column) -> list[Column]:
