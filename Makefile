@@ -23,9 +23,10 @@ $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 run: $(VENV)/.installed
 	$(VENV)/bin/speedlayer run fleet --source 'generator://?rate=5000&vehicles=2000&seed=7' --dashboard $(ARGS)
 
-## test: ruff's lint, then the whole suite (installs Debian's chromium for the dashboard's browser test when missing)
+## test: ruff's lint, the docs site (mkdocs --strict: a broken link fails), then the suite and the docstrings' examples (installs Debian's chromium for the browser test when missing)
 test: $(VENV)/.installed-dev chromium
 	$(VENV)/bin/ruff check src tests bench
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 	$(PY) -m pytest $(ARGS)
 
 # The browser test drives Debian's Chromium through Playwright (Playwright's own browsers are never

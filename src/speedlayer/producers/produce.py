@@ -74,7 +74,7 @@ def iso_millis(epoch_ms: int) -> str:
     """ISO-8601 UTC text of epoch milliseconds, ``Z``-suffixed, milliseconds only when not zero.
 
     >>> iso_millis(1795340400250)
-    '2026-11-22T09:00:00.250Z'
+    '2026-11-22T09:40:00.250Z'
     """
     moment = datetime.fromtimestamp(epoch_ms / 1000, timezone.utc)
     text = moment.strftime("%Y-%m-%dT%H:%M:%S")

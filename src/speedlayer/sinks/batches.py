@@ -50,7 +50,7 @@ T = TypeVar("T")
 
 #: first pause after a transient failure, and the longest one (seconds)
 FIRST_PAUSE_S, MAX_PAUSE_S = 0.5, 10.0
-_ERROR_LINE = re.compile(r"speedlayer\.errors\.\w+: ([^\n]+)")
+_ERROR_LINE = re.compile(r"speedlayer\.(?:core\.)?errors\.\w+: ([^\n]+)")
 
 
 def require(module: str, extra: str, what: str) -> Any:

@@ -47,6 +47,7 @@ class RedisLocation:
     def from_uri(cls, uri: Uri, stream: str, shards: int | None) -> RedisLocation:
         """Keys ``<stream>:0`` … ``<stream>:<shards-1>``, or ``<stream>`` alone without shards.
 
+        >>> from speedlayer.core.uris import parse_uri
         >>> RedisLocation.from_uri(parse_uri("redis://:pw@db:6380/2"), "v", 2).keys
         ('v:0', 'v:1')
         """

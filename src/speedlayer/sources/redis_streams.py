@@ -64,6 +64,7 @@ class RedisStreamsOptions(BaseModel):
 def parse_redis_options(uri: Uri) -> RedisStreamsOptions:
     """The URI's options; Spark's spellings (``maxRecordsPerTrigger``, ``startingOffsets``) work too.
 
+    >>> from speedlayer.core.uris import parse_uri
     >>> parse_redis_options(parse_uri("redis://h/0?stream=v&maxRecordsPerTrigger=10")).max_records_per_trigger
     10
     """

@@ -81,6 +81,7 @@ class SocketSource(Source):
     def lag(self, progress_source: dict) -> int | None:
         """Lines received and held beyond the batch just read (micro-batch mode).
 
+        >>> from speedlayer.core.uris import parse_uri
         >>> SocketSource(parse_uri("socket://h:1")).lag({"endOffset": {"lines": 5}, "latestOffset": {"lines": 9}})
         4
         """

@@ -112,7 +112,7 @@ def haversine_km(lat1, lon1, lat2, lon2):
     """Great-circle distance in km (numpy arrays or floats).
 
     >>> round(float(haversine_km(52.52, 13.405, 52.52, 13.505)), 3)
-    6.768
+    6.766
     """
     p1, p2 = np.radians(lat1), np.radians(lat2)
     dp, dl = p2 - p1, np.radians(np.asarray(lon2) - np.asarray(lon1))
