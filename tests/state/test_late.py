@@ -1,9 +1,14 @@
 """The late-events processor under TwsTester: rows behind the previous batch's watermark, kept."""
 
 import pandas as pd
+import pytest
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from speedlayer.state.late import LATE_SCHEMA, LateProcessor
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.schemas import APP_ACTION, VEHICLE_EVENT, EventSchema, Field
+from speedlayer.state.late import LateProcessor, late_schema
+
+LATE_SCHEMA = late_schema(VEHICLE_EVENT)
 
 
 def events(*rows):
@@ -13,7 +18,8 @@ def events(*rows):
 
 def make_tester():
     # No extractor-based filtering: the real input carries no watermark column (see speedlayer.state.late).
-    return TwsTester(LateProcessor(window_ms=10_000), timeMode="EventTime", eventTimeExtractor=lambda r: 10**15)
+    return TwsTester(LateProcessor(VEHICLE_EVENT, "event_id", window_ms=10_000), timeMode="EventTime",
+                     eventTimeExtractor=lambda r: 10**15)
 
 
 def test_rows_behind_the_previous_batchs_watermark_are_late_with_their_window():
@@ -35,7 +41,8 @@ def test_a_watermark_moved_by_a_batch_without_data_is_seen_through_the_timer():
 
 
 def test_with_allowed_lateness_only_rows_behind_the_watermark_minus_the_lateness_are_late():
-    t = TwsTester(LateProcessor(window_ms=10_000, lateness_ms=30_000), timeMode="EventTime", eventTimeExtractor=lambda r: 10**15)
+    t = TwsTester(LateProcessor(VEHICLE_EVENT, "event_id", window_ms=10_000, lateness_ms=30_000), timeMode="EventTime",
+                  eventTimeExtractor=lambda r: 10**15)
     t.testInPandas(0, events(("a", 60_000)))
     t.setWatermark(55_000)
     out = t.testInPandas(0, events(("b", 25_001), ("c", 25_000), ("d", 40_000)))
@@ -51,3 +58,36 @@ def test_of_differing_late_copies_the_lowest_offset_one_is_shown_whatever_their_
         late = events(("x", 20_000), ("x", 20_000)).assign(speed_kmh=[s for s, _ in speeds], offset=[o for _, o in speeds])
         out = t.testInPandas(0, late)
         assert [(r.event_id, r.speed_kmh, r.copies) for r in out.itertuples()] == [("x", 90.0, 2)]
+
+
+def test_the_fleets_late_rows_keep_their_columns_and_types():
+    assert [(f.name, f.dataType.simpleString()) for f in LATE_SCHEMA.fields] == [
+        ("event_id", "string"), ("vehicle_id", "string"), ("event_time", "timestamp"), ("speed_kmh", "double"),
+        ("lat", "double"), ("lon", "double"), ("window_start", "timestamp"), ("window_end", "timestamp"),
+        ("missed_watermark", "timestamp"), ("copies", "bigint")]
+
+
+def test_any_schema_late_rows_are_its_fields_keyed_by_its_dedup_key():
+    t = TwsTester(LateProcessor(APP_ACTION, "id", window_ms=300_000), timeMode="EventTime",
+                  eventTimeExtractor=lambda r: 10**15)
+
+    def actions(*rows):
+        return pd.DataFrame([{"_all": 0, "id": i, "event_ms": ms, "action": a, "offset": o} for i, ms, a, o in rows])
+
+    t.testInPandas(0, actions(("a", 900_000, "open", "f1:1")))
+    t.setWatermark(600_000)
+    out = t.testInPandas(0, actions(("x", 310_000, "view", "f2:3"), ("x", 310_000, "click", "f2:2"),
+                                    ("y", 700_000, "view", "f2:4")))
+    assert list(out.columns) == late_schema(APP_ACTION).fieldNames()
+    assert [tuple(r) for r in out.itertuples(index=False)] == [
+        ("x", pd.Timestamp(310_000, unit="ms"), "click", pd.Timestamp(300_000, unit="ms"),
+         pd.Timestamp(600_000, unit="ms"), pd.Timestamp(600_000, unit="ms"), 2)]
+
+
+def test_a_field_named_like_a_late_column_is_refused_with_the_fix():
+    clashing = EventSchema("order", (Field("order_id", "string"), Field("at", "timestamp"), Field("copies", "long")),
+                           time_field="at")
+    with pytest.raises(ConfigError, match="field.s. copies, which the late output uses itself: rename"):
+        late_schema(clashing)
+    event_ms_as_time = EventSchema("tick", (Field("tick_id", "string"), Field("event_ms", "timestamp")), "event_ms")
+    assert late_schema(event_ms_as_time).fieldNames()[:2] == ["tick_id", "event_ms"]

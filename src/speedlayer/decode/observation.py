@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 #: the name of the observation the runner adds to every micro-batch query
 OBSERVATION = "speedlayer_latency"
-#: the name of the observation on the fleet's ``late`` output: rows it writes per batch
+#: the name of the observation on a job's ``late`` output: rows it writes per batch
 LATE_OBSERVATION = "speedlayer_late"
 #: percentiles asked of event and ingest time; latency p50/p95/p99 read them in this order
 QUANTILES = {"p50": 0.5, "p95": 0.05, "p99": 0.01}

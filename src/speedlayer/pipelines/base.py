@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 from pyspark.sql import DataFrame
 
+from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, UPDATE
 from speedlayer.core.schemas import EventSchema
 from speedlayer.decode.validate import Decoded, decode
@@ -98,6 +99,9 @@ class Job:
     pipeline: Callable[[DataFrame, Params], Mapping[str, DataFrame]]
     outputs: Mapping[str, Output]
     default_outputs: tuple[str, ...] = field(default=())
+    #: the field re-sent copies of an event share: the pipeline drops copies by it, and the ``late``
+    #: output (``LATE``) keys its rows on it; None: the job drops no copies and offers no ``late``
+    dedup_key: str | None = None
     #: the source a run reads when it names none (``--source`` and the config file win)
     default_source: str = "generator://"
     #: run settings this job defaults differently, e.g. ``{"sliding_window": "30s"}`` (flags win)
@@ -114,6 +118,21 @@ class Job:
     #: local files or directories the job reads on executors (a model, a table), what -> path: on a
     #: cluster each is checked to be shared by every machine before start (``speedlayer.runtime.reach``)
     shared_paths: Callable[[Params], Mapping[str, Path]] | None = None
+
+    def __post_init__(self) -> None:
+        """Checks the dedup key, and keys the ``late`` output (the name is reserved for ``LATE``) by it."""
+        fields = [f.name for f in self.schema.fields]
+        if self.dedup_key is not None and self.dedup_key not in fields:
+            raise ConfigError(f"job {self.name!r}: dedup_key {self.dedup_key!r} is not a field of its events "
+                              f"({', '.join(fields)}): name the field re-sent copies of an event share")
+        late = self.outputs.get(LATE.name)
+        if late is None:
+            return
+        if self.dedup_key is None:
+            raise ConfigError(f"job {self.name!r} lists the late output but declares no dedup_key: give "
+                              "Job(dedup_key=FIELD), the field re-sent copies of an event share, or drop the output")
+        keyed = replace(late, key=(self.dedup_key, "missed_watermark"))
+        object.__setattr__(self, "outputs", {name: keyed if name == LATE.name else o for name, o in self.outputs.items()})
 
     def with_max_ahead(self, max_ahead_ms: int) -> Job:
         """This job with every stream's schema allowing event times ``max_ahead_ms`` ahead of ingest time.
@@ -173,4 +192,18 @@ DEAD_LETTERS = Output(
     default_mode=APPEND,
     stateful=False,
     key=("offset",),
+)
+
+#: The ``late`` output: events that arrived behind the watermark, which the job's stateful operators
+#: drop, kept with the window they belonged to, the watermark they missed and their copies. A job
+#: offers it by declaring ``dedup_key`` (its rows are keyed by it and ``missed_watermark``), listing
+#: ``"late": LATE`` (or a copy with its own summary, ``dataclasses.replace(LATE, summary=...)``)
+#: and returning ``late_events(...)`` (``speedlayer.pipelines.late``) from its pipeline.
+LATE = Output(
+    name="late",
+    summary="events that arrived behind the watermark (the windows drop them): the window they belonged to "
+            "and the watermark they missed",
+    modes=(APPEND, UPDATE),
+    default_mode=APPEND,
+    stateful=True,
 )

@@ -12,8 +12,10 @@ With allowed lateness ``L`` (fleet windows corrected by late events) the windows
 Spark's watermark ``L`` further back, so Spark drops rows at or before the previous watermark minus
 ``L``: the processor uses the same bound, and still reports the real watermark as missed.
 
-Its input must not carry the watermark column itself (the pipeline passes ``event_ms``), or Spark
-would filter the very rows it is meant to keep before they reach it.
+It works for any event schema: a late row is the event's own fields (``late_schema``), keyed by
+the job's dedup key. Its input must not carry the watermark column itself (the pipeline passes the
+event time as ``event_ms``), or Spark would filter the very rows it is meant to keep before they
+reach it.
 """
 
 from __future__ import annotations
@@ -26,42 +28,77 @@ import pandas as pd
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
+from speedlayer.core.errors import ConfigError
 from speedlayer.core.offsets import offset_rank
+from speedlayer.core.schemas import EventSchema
 
-#: what the processor reads from each event (``offset`` may be missing: then any copy of an event is shown)
-INPUT_COLUMNS = ("event_id", "vehicle_id", "event_ms", "speed_kmh", "lat", "lon", "offset")
+#: the event time as the processor reads it, epoch milliseconds (the watermark column itself never is)
+EVENT_MS = "event_ms"
+#: each copy's source offset (may be null: then any copy of an event is shown)
+OFFSET = "offset"
+#: the one grouping key every event is given, so one processor instance sees every batch
+GROUP = "_all"
 
-LATE_SCHEMA = T.StructType([
-    T.StructField("event_id", T.StringType()),
-    T.StructField("vehicle_id", T.StringType()),
-    T.StructField("event_time", T.TimestampType()),
-    T.StructField("speed_kmh", T.DoubleType()),
-    T.StructField("lat", T.DoubleType()),
-    T.StructField("lon", T.DoubleType()),
+#: the columns that follow the event's own fields in a late row
+LATE_COLUMNS = (
     T.StructField("window_start", T.TimestampType()),     # the tumbling window it belonged to
     T.StructField("window_end", T.TimestampType()),
     T.StructField("missed_watermark", T.TimestampType()),  # the watermark it arrived behind
     T.StructField("copies", T.LongType()),                 # copies of the event that arrived in that batch
-])
+)
 
 
-def lowest_offset_first(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with the copies of each event in offset order (``speedlayer.core.offsets``), where they have offsets.
+def late_schema(schema: EventSchema) -> T.StructType:
+    """The rows of a ``late`` output: the event's fields in schema order, then ``LATE_COLUMNS``.
 
-    >>> list(lowest_offset_first(pd.DataFrame({"event_id": ["a", "a"], "offset": ["f:10", "f:9"]}))["offset"])
+    A field named like a column the processor adds or reads is refused (ConfigError).
+
+    >>> from speedlayer.core.schemas import APP_ACTION
+    >>> late_schema(APP_ACTION).fieldNames()
+    ['id', 'time', 'action', 'window_start', 'window_end', 'missed_watermark', 'copies']
+    """
+    taken = {f.name for f in LATE_COLUMNS} | {OFFSET, GROUP} | ({EVENT_MS} - {schema.time_field})
+    clash = [f.name for f in schema.fields if f.name in taken]
+    if clash:
+        raise ConfigError(f"event schema {schema.name!r} has field(s) {', '.join(clash)}, which the late output uses "
+                          f"itself: rename them in the schema (reserved: {', '.join(sorted(taken))})")
+    return T.StructType([f for f in schema.spark_type().fields if f.name != "ingest_time"] + list(LATE_COLUMNS))
+
+
+def input_columns(schema: EventSchema) -> tuple[str, ...]:
+    """What the processor reads of each event: its fields, event time as ``EVENT_MS``, and ``OFFSET``.
+
+    >>> from speedlayer.core.schemas import APP_ACTION
+    >>> input_columns(APP_ACTION)
+    ('id', 'event_ms', 'action', 'offset')
+    """
+    return tuple(EVENT_MS if f.name == schema.time_field else f.name for f in schema.fields) + (OFFSET,)
+
+
+def lowest_offset_first(rows: pd.DataFrame, key: str) -> pd.DataFrame:
+    """``rows`` with the copies of each ``key`` in offset order (``speedlayer.core.offsets``), where they have offsets.
+
+    >>> list(lowest_offset_first(pd.DataFrame({"id": ["a", "a"], "offset": ["f:10", "f:9"]}), "id")["offset"])
     ['f:9', 'f:10']
     """
-    if "offset" not in rows.columns or not rows["event_id"].duplicated().any():
+    if OFFSET not in rows.columns or not rows[key].duplicated().any():
         return rows
-    order = sorted(range(len(rows)), key=lambda i: offset_rank(rows["offset"].iat[i]))
+    order = sorted(range(len(rows)), key=lambda i: offset_rank(rows[OFFSET].iat[i]))
     return rows.iloc[order]
 
 
 class LateProcessor(StatefulProcessor):
-    """Emit the rows at or behind the late-events watermark (minus the allowed lateness), with that watermark and their window."""
+    """Emit the rows at or behind the late-events watermark (minus the allowed lateness), with that watermark and their window.
 
-    def __init__(self, window_ms: int, lateness_ms: int = 0):
-        self.window_ms, self.lateness_ms = window_ms, lateness_ms
+    Rows come in as ``input_columns(schema)`` and go out as ``late_schema(schema)``, one per ``key``
+    (the job's dedup key) and batch.
+
+    >>> LateProcessor(VEHICLE_EVENT, "event_id", window_ms=10_000)  # doctest: +SKIP
+    """
+
+    def __init__(self, schema: EventSchema, key: str, window_ms: int, lateness_ms: int = 0):
+        self.fields, self.time_field = tuple(f.name for f in schema.fields), schema.time_field
+        self.key, self.window_ms, self.lateness_ms = key, window_ms, lateness_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -82,7 +119,7 @@ class LateProcessor(StatefulProcessor):
         frames = []
         if late_wm is not None and late_wm >= 0:
             for df in rows:
-                late = df[df["event_ms"].to_numpy(np.int64) <= late_wm - self.lateness_ms]
+                late = df[df[EVENT_MS].to_numpy(np.int64) <= late_wm - self.lateness_ms]
                 if not late.empty:
                     frames.append(late)
         else:
@@ -90,20 +127,21 @@ class LateProcessor(StatefulProcessor):
                 pass
         self._remember(timerValues.getCurrentWatermarkInMs(), fired=False)
         if frames:
-            # Re-sent copies of one event share its key: one row per event and batch, the
-            # lowest-offset copy's (as the dedup keeps), with the count.
-            late = pd.concat(frames, ignore_index=True)
-            copies = late.groupby("event_id", sort=False)["event_id"].transform("size").astype("int64")
-            late = lowest_offset_first(late.assign(copies=copies)).drop_duplicates("event_id", ignore_index=True)
-            ms = late["event_ms"].to_numpy(np.int64)
-            start = ms - np.mod(ms, self.window_ms)
-            yield pd.DataFrame({
-                "event_id": late["event_id"], "vehicle_id": late["vehicle_id"],
-                "event_time": pd.to_datetime(ms, unit="ms"), "speed_kmh": late["speed_kmh"],
-                "lat": late["lat"], "lon": late["lon"],
-                "window_start": pd.to_datetime(start, unit="ms"), "window_end": pd.to_datetime(start + self.window_ms, unit="ms"),
-                "missed_watermark": pd.to_datetime(np.full(len(late), late_wm), unit="ms"), "copies": late["copies"],
-            })
+            yield self._rows(pd.concat(frames, ignore_index=True), late_wm)
+
+    def _rows(self, late: pd.DataFrame, late_wm: int) -> pd.DataFrame:
+        """One row per event of ``late``: re-sent copies share its key, the lowest-offset copy's
+        row is shown (as the dedup keeps), with the count."""
+        copies = late.groupby(self.key, sort=False)[self.key].transform("size").astype("int64")
+        late = lowest_offset_first(late.assign(copies=copies), self.key).drop_duplicates(self.key, ignore_index=True)
+        ms = late[EVENT_MS].to_numpy(np.int64)
+        start = ms - np.mod(ms, self.window_ms)
+        rows = {name: pd.to_datetime(ms, unit="ms") if name == self.time_field else late[name] for name in self.fields}
+        rows.update({
+            "window_start": pd.to_datetime(start, unit="ms"), "window_end": pd.to_datetime(start + self.window_ms, unit="ms"),
+            "missed_watermark": pd.to_datetime(np.full(len(late), late_wm), unit="ms"), "copies": late["copies"],
+        })
+        return pd.DataFrame(rows)
 
     def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
         self._remember(timerValues.getCurrentWatermarkInMs(), fired=True)

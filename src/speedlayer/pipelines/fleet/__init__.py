@@ -2,8 +2,8 @@
 
 Each output is a pure DataFrame function in its own module (``windows``, ``trips``, ``congestion``,
 ...): the same code runs on a static DataFrame (tests, backfills) and on a stream. Re-sent events
-are dropped by ``event_id`` before anything is counted (``speedlayer.pipelines.dedup``). The
-helpers never import this module; it imports them.
+are dropped by ``event_id`` (``FLEET.dedup_key``) before anything is counted
+(``speedlayer.pipelines.dedup``). The helpers never import this module; it imports them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
 from speedlayer.core.schemas import RIDE_REQUEST, VEHICLE_EVENT
 from speedlayer.decode.validate import Decoded
-from speedlayer.pipelines.base import DEAD_LETTERS, Job, LazyOutputs, Output, Params
+from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.fleet.incidents import speeding_incidents
 from speedlayer.pipelines.fleet.windows import (
     drop_duplicate_events,
@@ -39,7 +39,7 @@ def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = No
     ['alerts', 'congestion', 'count-windows', 'incidents', 'late', 'matches', 'sliding', 'trips', 'windows']
     """
     watermarked = with_watermark(events, params)
-    clean = drop_duplicate_events(watermarked, params)
+    clean = drop_duplicate_events(watermarked, params, FLEET.dedup_key)
     outputs = {
         "windows": (lambda: windows_with_lateness(events, params)) if params.allowed_lateness_ms
         else (lambda: speed_windows(clean, params)),
@@ -57,7 +57,7 @@ def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = No
             "count-windows": lambda: count_windows(clean, params),
             "incidents": lambda: speeding_incidents(with_speed_limit(clean, params), params),
             # late events are judged before dedup, as Spark's own watermark filter sees them
-            "late": lambda: late_events(watermarked, params),  # behind watermark + allowed lateness
+            "late": lambda: late_events(watermarked, FLEET, params),  # behind watermark + allowed lateness
             "matches": lambda: _matches(clean, rides, params),
         })
     return LazyOutputs(outputs)
@@ -123,9 +123,7 @@ FLEET = Job(
                             "emitted when they close (speed back under the limit, or silent for --incident-timeout)",
                             (APPEND, UPDATE), APPEND, True, ("vehicle_id", "started_at")),
         # --- late events, kept (issue 4: late data) ---
-        "late": Output("late", "events that arrived behind the watermark (the windows drop them): the window they "
-                       "belonged to and the watermark they missed", (APPEND, UPDATE), APPEND, True,
-                       ("event_id", "missed_watermark")),
+        "late": LATE,  # keyed by (event_id, missed_watermark)
         # --- ride matching ---
         "matches": Output("matches", "candidate vehicles per ride request (--rides): pings within --match-cell metres "
                           "of the pickup and --match-within of the request time (stream-stream join)",
@@ -136,5 +134,6 @@ FLEET = Job(
                                     inputs=("rides",), dead_letters_of="rides"),
     },
     default_outputs=("windows", "alerts"),
+    dedup_key="event_id",
     inputs={"rides": RIDE_REQUEST},
 )

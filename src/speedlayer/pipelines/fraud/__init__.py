@@ -2,8 +2,9 @@
 
 The model is fitted in batch by ``speedlayer train fraud`` (see ``speedlayer.pipelines.fraud.model``); the
 stream loads it, joins each transaction with its card's profile from a static table, and scores
-it with the very functions training used. Re-sent transactions are dropped by ``tx_id`` within
-the watermark (``speedlayer.pipelines.dedup``).
+it with the very functions training used. Re-sent transactions are dropped by ``tx_id``
+(``FRAUD.dedup_key``) within the watermark (``speedlayer.pipelines.dedup``); a transaction behind
+the watermark is never scored, and goes to the ``late`` output (``speedlayer.pipelines.late``).
 
     speedlayer train fraud --model models/fraud
     speedlayer run fraud --option model=models/fraud --option threshold=0.5
@@ -11,6 +12,8 @@ the watermark (``speedlayer.pipelines.dedup``).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,13 +21,14 @@ from pydantic import BaseModel, Field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.core.durations import spark_interval
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, UPDATE
 from speedlayer.core.schemas import CARD_TRANSACTION
-from speedlayer.pipelines.base import DEAD_LETTERS, Job, Output, Params
+from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.fraud.model import check_model, load_model, score
+from speedlayer.pipelines.late import late_events
+from speedlayer.pipelines.ops import with_watermark
 
 ALERT_COLUMNS = ("tx_id", "card_id", "time", "amount", "merchant_category", "country", "home_country", "avg_amount",
                  "fraud_score")
@@ -63,17 +67,27 @@ def scored_transactions(events: DataFrame, params: Params) -> DataFrame:
     spark = events.sparkSession
     profiles_path = options.profiles or str(Path(options.model).expanduser().resolve() / "profiles")
     profiles = spark.read.parquet(profiles_path)
-    if events.isStreaming and not params.continuous:
-        events = events.withWatermark("time", spark_interval(params.watermark_ms))
-    events = drop_duplicates(events, params, "tx_id")
+    events = drop_duplicates(with_watermark(events, params, CARD_TRANSACTION.time_field), params, FRAUD.dedup_key)
     return score(events.drop("ingest_time"), load_model(options.model), profiles)
 
 
 def fraud_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]:
+    """``scores``, ``alerts`` (both from one scoring), and ``late``: transactions behind the watermark, never scored.
+
+    >>> sorted(fraud_pipeline(decoded.events, Params(options=FraudOptions())))  # doctest: +SKIP
+    ['alerts', 'late', 'scores']
+    """
     options: FraudOptions = params.options or FraudOptions()
-    scored = scored_transactions(events, params)
-    return {"scores": scored.select(*ALERT_COLUMNS),
-            "alerts": scored.where(F.col("fraud_score") >= options.threshold).select(*ALERT_COLUMNS)}
+
+    @functools.cache
+    def scored() -> DataFrame:
+        return scored_transactions(events, params)
+
+    return LazyOutputs({
+        "scores": lambda: scored().select(*ALERT_COLUMNS),
+        "alerts": lambda: scored().where(F.col("fraud_score") >= options.threshold).select(*ALERT_COLUMNS),
+        "late": lambda: late_events(with_watermark(events, params, CARD_TRANSACTION.time_field), FRAUD, params),
+    })
 
 
 FRAUD = Job(
@@ -86,8 +100,12 @@ FRAUD = Job(
                          (APPEND, UPDATE), APPEND, True, ("tx_id",)),
         "scores": Output("scores", "every transaction with its fraud score", (APPEND, UPDATE), APPEND, True, ("tx_id",)),
         "dead-letters": DEAD_LETTERS,
+        "late": dataclasses.replace(LATE, summary=(
+            "transactions that arrived behind the watermark (never scored: the dedup drops them), with the "
+            "--window (10s) they fell in, the watermark they missed and the copies that arrived")),
     },
     default_outputs=("alerts",),
+    dedup_key="tx_id",
     default_source="generator://?kind=transactions&rate=200",
     shared_paths=model_paths,
     defaults={"watermark": "30s"},
