@@ -8,6 +8,7 @@ from pyspark.testing import assertDataFrameEqual
 from speedlayer.core.schemas import VEHICLE_EVENT
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.fleet import fleet_pipeline
+from speedlayer.pipelines.fleet.options import FleetOptions
 
 T0 = datetime(2026, 11, 22, 10, 0, 0)
 MITTE = (52.52, 13.40)   # zone Z01, limit 30
@@ -45,7 +46,7 @@ def test_tumbling_windows_per_vehicle(spark, outputs):
 def test_with_allowed_lateness_a_static_run_is_every_window_at_revision_0(spark, outputs):
     source = events(spark, [("e1", "V1", 1, 20.0, MITTE), ("e2", "V1", 4, 40.0, MITTE), ("e2", "V1", 4, 40.0, MITTE),
                             ("e3", "V1", 12, 60.0, CITY), ("e4", "V2", 3, 45.0, CITY)])
-    corrected = fleet_pipeline(source, Params(allowed_lateness_ms=30_000))["windows"]
+    corrected = fleet_pipeline(source, Params(options=FleetOptions(allowed_lateness="30s")))["windows"]
     assert corrected.columns == outputs["windows"].columns + ["revision"]
     assertDataFrameEqual(corrected.drop("revision"), outputs["windows"])
     assert {r.revision for r in corrected.collect()} == {0}

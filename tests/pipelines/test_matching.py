@@ -11,6 +11,7 @@ from speedlayer.core.geo import haversine_km
 from speedlayer.core.schemas import RIDE_REQUEST, VEHICLE_EVENT
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.fleet.matching import ride_matches
+from speedlayer.pipelines.fleet.options import FleetOptions
 
 T0 = datetime(2026, 11, 22, 10, 0, 0)
 PICKUP = (52.5244, 13.4050)  # 45 m south of a row border of the 500 m grid (52.52481)
@@ -59,7 +60,7 @@ def test_the_grid_finds_exactly_the_pairs_within_the_distance_and_time(spark):
 
     ping_df = pings(spark, [(f"V{i % 40}", rnd.uniform(0, 60), *spot()) for i in range(400)])
     request_df = requests(spark, [(f"r{i}", f"R{i}", rnd.uniform(0, 60), *spot()) for i in range(40)])
-    params = Params(match_cell_m=150.0, match_within_ms=4000)
+    params = Params(options=FleetOptions(match_cell=150.0, match_within="4s"))
     result = ride_matches(ping_df, request_df, params)
 
     p, r = ping_df.alias("p"), request_df.alias("r")

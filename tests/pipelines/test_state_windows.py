@@ -10,6 +10,7 @@ from pyspark.testing import assertDataFrameEqual
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.fleet import fleet_pipeline
 from speedlayer.pipelines.fleet.count_windows import CountWindowState
+from speedlayer.pipelines.fleet.options import FleetOptions
 from tests.pipelines.test_fleet import CITY, MITTE, T0, events
 
 
@@ -30,7 +31,7 @@ def outputs(spark):
         ("a4", "V1", 380, 20.0, CITY),
         ("b1", "V2", 5, 40.0, MITTE), ("b2", "V2", 65, 20.0, MITTE),
     ])
-    return fleet_pipeline(df, Params(count_window=2))
+    return fleet_pipeline(df, Params(options=FleetOptions(count_window=2)))
 
 
 def test_trips_split_on_the_gap_and_measure_the_path(outputs):

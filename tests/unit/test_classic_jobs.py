@@ -30,7 +30,8 @@ def test_what_the_user_gives_wins_over_the_job_defaults():
 
 @pytest.mark.parametrize("settings,match", [
     (dict(job="wordcount", options={"stem": "yes"}), "job wordcount has no option 'stem'"),
-    (dict(job="fleet", options={"lowercase": "true"}), "job 'fleet' takes no --option"),
+    (dict(job="fleet", options={"lowercase": "true"}), "job fleet has no option 'lowercase'; known options: allowed_lateness"),
+    (dict(job="app-actions", options={"lowercase": "true"}), r"job .app-actions. takes no options \(got lowercase\)"),
     (dict(job="wordcount", sinks={"batch-counts": "memory:b"}), "computed per micro-batch .* cannot take"),
     (dict(job="wordcount", sinks={"batch-counts": "console:"}, trigger="continuous:1s"), "per micro-batch"),
     (dict(job="wordcount", sinks={"totals": "console:"}, output_mode={"totals": "append"}), "fits complete, update"),

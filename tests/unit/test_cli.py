@@ -14,7 +14,7 @@ def run(capsys, *argv):
 
 @pytest.mark.parametrize("argv,match", [
     (["run", "nope"], "unknown job 'nope'"),
-    (["run", "fleet", "--bogus"], "No such option: --bogus"),
+    (["run", "fleet", "--bogus"], "no such option --bogus for job 'fleet': its own options are --zones"),
     (["run", "fleet", "--trigger", "soon"], "unknown trigger 'soon'"),
     (["run", "fleet", "--max-events", "many"], "--max-events"),
     (["run", "fleet", "--source", "kafka//broker"], "has no scheme"),
@@ -34,7 +34,9 @@ def run(capsys, *argv):
     # --- allowed lateness (issue 4: late data) ---
     (["run", "fleet", "--allowed-lateness", "0"], "--allowed-lateness must be longer than zero"),
     (["run", "fleet", "--allowed-lateness", "-1s"], "invalid --allowed-lateness '-1s'"),
-    (["run", "wordcount", "--allowed-lateness", "30s"], "--allowed-lateness only applies to the fleet job"),
+    (["run", "wordcount", "--allowed-lateness", "30s"], "no such option --allowed-lateness for job 'wordcount'"),
+    (["run", "fleet", "--trip-gap"], "--trip-gap needs a value"),
+    (["run", "fleet", "--incident-updates=yes"], "--incident-updates takes no value"),
     (["run", "fleet", "--allowed-lateness", "30s", "--sink", "windows=parquet:out/w"], "use --output-mode windows=append"),
 ])
 def test_user_mistakes_exit_2_with_one_line(capsys, argv, match):
@@ -60,3 +62,32 @@ def test_a_spark_master_where_nothing_listens_is_one_line_at_once(capsys):
     assert code == 3 and "Traceback" not in err + out
     assert len(lines) == 1 and lines[0].startswith("error: no Spark master answers at 127.0.0.1:")
     assert "start it (docs/cluster.md, Standalone) or fix --master" in lines[0]
+
+
+def help_of(capsys, *argv) -> str:
+    try:
+        main(list(argv))
+    except SystemExit as exit_info:
+        assert exit_info.code == 0
+    return capsys.readouterr().out
+
+
+def test_run_help_lists_the_named_jobs_own_options(capsys):
+    out = help_of(capsys, "run", "fleet", "--help")
+    own = out[out.index("Options of job fleet"):]
+    for flag in ("--trip-gap VALUE", "--incident-updates", "--match-cell VALUE", "--rides VALUE", "--zones VALUE"):
+        assert flag in own
+    out = help_of(capsys, "run", "wordcount", "--help")
+    own = out[out.index("Options of job wordcount"):]
+    assert "--lowercase" in own and "--trip-gap" not in own
+
+
+def test_a_jobs_own_flags_become_its_options_and_inputs(tmp_path, capsys):
+    """--trip-gap and --rides reach the fleet's options and inputs; --option and --input say the same."""
+    from speedlayer.cli.job_flags import parse_job_flags
+    from speedlayer.pipelines.fleet import FLEET
+    from speedlayer.pipelines.wordcount import WORDCOUNT
+
+    assert parse_job_flags(["--trip-gap", "10min", "--no-incident-updates", "--rides", "files:///r"], FLEET) == \
+        ({"trip_gap": "10min", "incident_updates": "false"}, {"rides": "files:///r"})
+    assert parse_job_flags(["--lowercase"], WORDCOUNT) == ({"lowercase": "true"}, {})

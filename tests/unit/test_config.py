@@ -25,8 +25,10 @@ def test_flags_win_over_the_config_file_key_by_key(tmp_path):
 def test_unknown_setting_and_bad_yaml_are_one_line_errors(tmp_path):
     file = tmp_path / "bad.yaml"
     file.write_text("job: fleet\nspeed: 3\n")
-    with pytest.raises(ConfigError, match="unknown setting 'speed'"):
-        build_settings(load_yaml(str(file)), {})
+    from speedlayer.runtime.plan import plan_run
+
+    with pytest.raises(ConfigError, match="unknown setting 'speed': known settings are job, .*; job 'fleet' options are"):
+        plan_run(build_settings(load_yaml(str(file)), {}))
     file.write_text("job: [fleet\n")
     with pytest.raises(ConfigError, match="not valid YAML at line"):
         load_yaml(str(file))
@@ -53,9 +55,10 @@ def test_secrets_are_masked_in_the_printed_settings():
 def test_allowed_lateness_from_the_config_file_and_the_flag_wins(tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text("job: fleet\nallowed-lateness: 30s\n")
-    assert build_settings(load_yaml(str(path)), {}).allowed_lateness == "30s"
-    assert build_settings(load_yaml(str(path)), {"allowed_lateness": "1min"}).allowed_lateness == "1min"
-    assert build_settings({"job": "fleet"}, {}).allowed_lateness is None  # off
+    assert build_settings(load_yaml(str(path)), {}).options["allowed_lateness"] == "30s"
+    flag = {"options": {"allowed_lateness": "1min"}}  # what --allowed-lateness 1min gives
+    assert build_settings(load_yaml(str(path)), flag).options["allowed_lateness"] == "1min"
+    assert "allowed_lateness" not in build_settings({"job": "fleet"}, {}).options  # off
 
 
 def test_max_ahead_from_the_config_file_or_the_flag_else_a_fifth_of_the_watermark(tmp_path):

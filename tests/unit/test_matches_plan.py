@@ -22,7 +22,7 @@ def test_a_generator_run_reads_ride_requests_from_the_same_generator():
     rides = p.inputs["rides"]
     assert rides.options.kind == "rides"
     assert (rides.options.seed, rides.options.rate, rides.options.vehicles) == (7, 300, 40)
-    assert (p.params.match_within_ms, p.params.match_cell_m) == (4000, 250)
+    assert (p.params.options.match_within_ms, p.params.options.match_cell_m) == (4000, 250)
     assert [(q.output.name, q.mode) for q in p.queries] == [("matches", "append")]
 
 

@@ -53,7 +53,7 @@ def test_every_result_changing_setting_is_refused_on_resume(tmp_path, changed):
 def test_the_job_options_are_compared_too(tmp_path):
     state = with_progress(tmp_path / "st")
     prepared(state, job="wordcount", source="generator://?kind=vehicles")
-    with pytest.raises(ConfigError, match=r"options \{\} → \{lowercase=false\}"):
+    with pytest.raises(ConfigError, match=r"\(lowercase true → false\)"):
         prepared(state, job="wordcount", source="generator://?kind=vehicles", options={"lowercase": "false"})
 
 
@@ -115,3 +115,20 @@ def test_a_state_directory_held_by_a_running_process_is_refused_at_once(tmp_path
         holder.kill()
         holder.wait()
     lock_state_dir(state).release()  # free again once the holder is gone
+
+
+def test_a_manifest_of_the_version_before_job_options_resumes_and_its_settings_still_count(tmp_path):
+    """Before the fleet's settings were its options, a manifest kept them at its top level, with no
+    ``job_options``: the same settings resume, a changed one is refused by its own name."""
+    state = with_progress(tmp_path / "st")
+    prepared(state, trip_gap="10min")
+    manifest = json.loads((state / MANIFEST).read_text())
+    legacy = {k: v for k, v in manifest["settings"].items() if k not in ("options", "inputs")}
+    legacy.update(options={}, rides=None, zones=None, trip_gap="10min", max_trip="1h", count_window=20,
+                  incident_after="10s", incident_timeout="30s", incident_updates=False, incident_initial_state=None,
+                  allowed_lateness=None, match_within="10s", match_cell=500.0)
+    (state / MANIFEST).write_text(json.dumps({"job": "fleet", "settings": legacy, "run_state": manifest["run_state"]}))
+    prepared(state, trip_gap="10min")
+    (state / MANIFEST).write_text(json.dumps({"job": "fleet", "settings": legacy, "run_state": manifest["run_state"]}))
+    with pytest.raises(ConfigError, match=r"\(count_window 20 → 5\)"):
+        prepared(state, trip_gap="10min", count_window=5)

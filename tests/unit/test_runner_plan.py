@@ -66,7 +66,8 @@ def test_initial_state_table_with_wrong_columns_is_refused_before_start(tmp_path
 def test_incident_settings_reach_the_pipeline():
     p = plan(sinks={"incidents": "console:"}, output_mode={"incidents": "update"}, incident_after="4s",
              incident_timeout="1min", incident_updates=True)
-    assert (p.params.incident_after_ms, p.params.incident_timeout_ms, p.params.incident_updates) == (4000, 60_000, True)
+    opts = p.params.options
+    assert (opts.incident_after_ms, opts.incident_timeout_ms, opts.incident_updates) == (4000, 60_000, True)
 
 
 def test_continuous_alerts_run_without_deduplication():
@@ -160,17 +161,20 @@ def test_allowed_lateness_mistakes_are_one_line(kwargs, match):
 
 
 def test_allowed_lateness_is_for_the_fleet_job_only():
-    with pytest.raises(ConfigError, match="--allowed-lateness only applies to the fleet job .*not 'wordcount': remove it"):
+    with pytest.raises(ConfigError, match="unknown setting 'allowed_lateness': .*job 'wordcount' options are "
+                                          "lowercase, split, strip_punctuation"):
         plan_run(RunSettings(job="wordcount", allowed_lateness="30s"))
+    with pytest.raises(ConfigError, match="unknown setting 'allowed_lateness': known settings are"):
+        plan_run(RunSettings(job="app-actions", allowed_lateness="30s"))
 
 
 def test_allowed_lateness_writes_windows_as_corrections():
     off = plan(sinks={"windows": "console:"})
-    assert (off.params.allowed_lateness_ms, off.queries[0].mode, off.queries[0].output.key_in("append")) == \
+    assert (off.params.options.allowed_lateness_ms, off.queries[0].mode, off.queries[0].output.key_in("append")) == \
         (0, "append", ("window_start", "window_end", "vehicle_id"))
     on = plan(allowed_lateness="30s", sinks={"windows": "console:", "alerts": "console:"})
     windows, alerts = on.queries
-    assert on.params.allowed_lateness_ms == 30_000
+    assert on.params.options.allowed_lateness_ms == 30_000
     # update by default: a correction replaces the window by its key
     assert (windows.mode, windows.output.key_in(windows.mode)) == ("update", ("window_start", "window_end", "vehicle_id"))
     assert alerts.mode == "append"

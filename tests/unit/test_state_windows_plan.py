@@ -17,7 +17,7 @@ def test_new_outputs_take_their_defaults_and_settings():
              trip_gap="10min", count_window=5)
     assert [(q.output.name, q.mode) for q in p.queries] == [
         ("trips", "append"), ("congestion", "update"), ("count-windows", "append")]
-    assert (p.params.trip_gap_ms, p.params.count_window) == (600_000, 5)
+    assert (p.params.options.trip_gap_ms, p.params.options.count_window) == (600_000, 5)
     assert {"trips", "congestion", "count-windows"}.isdisjoint(p.job.default_outputs)
 
 
@@ -45,8 +45,8 @@ def test_bad_settings_are_refused_before_start(kwargs, match):
 
 
 def test_a_short_trip_gap_only_matters_when_trips_are_selected():
-    assert plan(sinks={"windows": "console:"}, trip_gap="1s").params.trip_gap_ms == 1000
-    assert plan(sinks={"trips": "console:"}, trip_gap="1s", watermark="1s").params.trip_gap_ms == 1000
+    assert plan(sinks={"windows": "console:"}, trip_gap="1s").params.options.trip_gap_ms == 1000
+    assert plan(sinks={"trips": "console:"}, trip_gap="1s", watermark="1s").params.options.trip_gap_ms == 1000
 
 
 def test_cli_refuses_a_zero_count_window_in_one_line(capsys):

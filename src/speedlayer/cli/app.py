@@ -19,7 +19,7 @@ from speedlayer.cli.bench import advise_command, bench_command
 from speedlayer.cli.console import err, out
 from speedlayer.cli.jobs import jobs_command
 from speedlayer.cli.produce import produce_command
-from speedlayer.cli.run import run_command
+from speedlayer.cli.run import RunCommand, run_command
 from speedlayer.cli.status import status_command
 from speedlayer.cli.train import train_command
 from speedlayer.core.errors import SpeedlayerError
@@ -32,9 +32,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-for name, command in (("jobs", jobs_command), ("run", run_command), ("produce", produce_command),
-                      ("bench", bench_command), ("advise", advise_command), ("status", status_command),
-                      ("train", train_command)):
+app.command("jobs")(jobs_command)
+# a job's own options come as flags run does not declare (speedlayer.cli.job_flags reads them)
+app.command("run", cls=RunCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run_command)
+for name, command in (("produce", produce_command), ("bench", bench_command), ("advise", advise_command),
+                      ("status", status_command), ("train", train_command)):
     app.command(name)(command)
 
 

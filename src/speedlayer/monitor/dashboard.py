@@ -87,7 +87,7 @@ def _zones(run: Run) -> list[dict[str, Any]]:
     try:
         from speedlayer.core.zones import load_zones
 
-        return [dict(vars(z)) for z in load_zones(run.plan.params.zones)]
+        return [dict(vars(z)) for z in load_zones(getattr(run.plan.params.options, "zones", None))]
     except Exception:  # noqa: BLE001 — the map draws without its zones
         return []
 

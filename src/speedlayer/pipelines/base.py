@@ -18,35 +18,25 @@ from speedlayer.decode.validate import Decoded, decode
 
 @dataclass(frozen=True)
 class Params:
-    """Settings a pipeline reads; durations are in milliseconds."""
+    """The generic settings a pipeline reads (durations in milliseconds), and the job's own options.
+
+    A job's own settings live in its options model (``Job.options``), e.g. the fleet's trip gap in
+    ``FleetOptions``: ``params.options`` is that model, validated.
+
+    >>> Params(window_ms=20_000).window_ms
+    20000
+    """
 
     window_ms: int = 10_000
     sliding_window_ms: int = 60_000
     slide_ms: int = 10_000
     watermark_ms: int = 5_000
-    zones: str | None = None  # a zones CSV; None is the table shipped with the package
     #: continuous mode keeps no state: no watermark, and re-sent events are not dropped
     continuous: bool = False
     #: which copy of a re-sent event a stream keeps: "exact" the lowest offset, "fast" the first Spark meets
     dedup: str = "exact"
-    #: the job's own options (an instance of ``Job.options``), from ``--option KEY=VALUE``
+    #: the job's own options (an instance of ``Job.options``), from ``--option KEY=VALUE`` or their own flags
     options: Any = None
-
-    # --- trips, count windows (state-windows) ---
-    trip_gap_ms: int = 300_000  # a trip ends after this long without a ping of its vehicle
-    max_trip_ms: int = 3_600_000  # ... and at every multiple of this since the epoch (bounds its state)
-    count_window: int = 20  # pings per count window
-    # --- speeding incidents (issue 4: incidents) ---
-    incident_after_ms: int = 10_000       # above the limit this long opens an incident
-    incident_timeout_ms: int = 30_000     # silent this long closes it
-    incident_updates: bool = False        # also emit open incidents as they change (update mode)
-    incident_initial_state: str | None = None  # Parquet/CSV table of open incidents to start from
-    # --- allowed lateness (issue 4: late data) ---
-    #: fleet windows: a closed window is corrected by events this late (0: off, late events are dropped)
-    allowed_lateness_ms: int = 0
-    # --- ride matching ---
-    match_within_ms: int = 10_000  # a ping matches a request up to this far from the request time
-    match_cell_m: float = 500.0    # grid cell size, and the farthest a matching ping is from the pickup
 
 
 @dataclass(frozen=True)
@@ -60,8 +50,9 @@ class Output:
     stateful: bool
     #: the columns that identify a row (upserting sinks key on them)
     key: tuple[str, ...] = ()
-    #: checks the settings this output depends on (raises ConfigError); the runner calls it for selected outputs
-    check: Callable[[Params], None] | None = None
+    #: checks the settings this output depends on, in the mode it is written in (raises ConfigError):
+    #: ``check(params, mode)``; the runner calls it for selected outputs
+    check: Callable[[Params, str], None] | None = None
     #: computed on each micro-batch alone, inside ``foreachBatch``: ``per_batch(rows, batch_id)``
     #: turns the pipeline's rows of one batch into this output (on a static DataFrame: batch id 0)
     per_batch: Callable[[DataFrame, int], DataFrame] | None = None

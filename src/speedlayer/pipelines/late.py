@@ -37,13 +37,14 @@ def _dedup_key(job: Job) -> str:
     return job.dedup_key
 
 
-def late_events(watermarked: DataFrame, job: Job, params: Params, window_ms: int | None = None) -> DataFrame:
+def late_events(watermarked: DataFrame, job: Job, params: Params, window_ms: int | None = None,
+                lateness_ms: int = 0) -> DataFrame:
     """The events ``job``'s stateful operators drop as late, from its events with the watermark set (before dedup).
 
     A row is the event's own fields (``job.schema``, event time as a timestamp), then the tumbling
     window of ``window_ms`` (default ``params.window_ms``) it belonged to, the watermark it missed
     and ``copies``: re-sent copies late in one batch share one row (by ``job.dedup_key``), the
-    lowest offset's with ``--dedup exact``. With ``params.allowed_lateness_ms`` an event is late
+    lowest offset's with ``--dedup exact``. With ``lateness_ms`` (the fleet's allowed lateness) an event is late
     only that far behind the watermark (the fleet windows correct themselves with the others).
     A static DataFrame has no watermark, so nothing in it is late.
 
@@ -58,7 +59,7 @@ def late_events(watermarked: DataFrame, job: Job, params: Params, window_ms: int
     # One key for every event, and no watermark column in the input: the processor must see late rows.
     rows = watermarked.select(F.lit(0).alias(GROUP), *(_input(watermarked, c, time_field, params)
                                                        for c in input_columns(job.schema)))
-    processor = LateProcessor(job.schema, key, window_ms or params.window_ms, params.allowed_lateness_ms)
+    processor = LateProcessor(job.schema, key, window_ms or params.window_ms, lateness_ms)
     late = rows.groupBy(GROUP).transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=schema, outputMode="Append", timeMode="EventTime",
     )

@@ -79,6 +79,34 @@ def _shown(value: Any) -> str:
     return "default" if value is None else str(value)
 
 
+def option_text(value: Any) -> str | None:
+    """A job option's value as a manifest records it: text, booleans as ``true``/``false``.
+
+    >>> option_text(True), option_text(20), option_text(None)
+    ('true', '20', None)
+    """
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def resume_view(settings: Mapping[str, Any], job_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Settings as a resume compares them: the job's validated options (defaults included) each by its
+    own name in place of the options given; a manifest of an earlier version, which has no
+    ``job_options``, gives them from its top-level keys (the fleet's ``trip_gap`` was one) or its options.
+
+    >>> resume_view({"window": "10s", "options": {}, "trip_gap": "5min"}, None)
+    {'window': '10s', 'trip_gap': '5min'}
+    """
+    view = {k: v for k, v in settings.items() if k != "options"}
+    if job_options is None:  # earlier versions kept numbers and booleans of job settings as such
+        view.update({k: option_text(v) for k, v in view.items() if isinstance(v, (bool, int, float))})
+        view.update({k: option_text(v) for k, v in (settings.get("options") or {}).items()})
+        return view
+    view.update({k: option_text(v) for k, v in job_options.items()})
+    return view
+
+
 def changed_settings(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """The result-changing settings that differ, as ``name old → new``.
 

@@ -18,12 +18,21 @@ from urllib.parse import urlencode
 from speedlayer.core.durations import format_duration, parse_duration, positive_duration
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import OUTPUT_MODES
-from speedlayer.core.uris import parse_options
+from speedlayer.core.uris import is_secret_option, parse_options
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import Job, Output, Params
 from speedlayer.runtime.checkpoints import check_intact, told_when_full
-from speedlayer.runtime.manifest import StateLock, check_resume, has_progress, lock_state_dir, read_manifest, write_manifest
-from speedlayer.runtime.settings import RunSettings, max_ahead_ms
+from speedlayer.runtime.manifest import (
+    StateLock,
+    check_resume,
+    has_progress,
+    lock_state_dir,
+    option_text,
+    read_manifest,
+    resume_view,
+    write_manifest,
+)
+from speedlayer.runtime.settings import LEGACY_INPUTS, RunSettings, max_ahead_ms
 from speedlayer.runtime.shipping import check_ship
 from speedlayer.runtime.triggers import Trigger, parse_trigger
 from speedlayer.sinks import open_sink
@@ -31,10 +40,7 @@ from speedlayer.sinks.base import Sink
 from speedlayer.sources import open_source
 from speedlayer.sources.base import Source
 from speedlayer.sources.generator import GeneratorSource
-from speedlayer.state.incidents import check_initial_state
 
-#: run settings that name the source of a job's second stream (``Job.inputs``)
-INPUT_SETTINGS = ("rides",)
 #: sinks Spark's real-time mode writes to (its allowlist: Spark's console, foreach writers, Kafka)
 REALTIME_SINKS = ("console", "kafka")
 #: Spark's floor on a real-time batch duration, and its default
@@ -88,51 +94,27 @@ class RunPlan:
 
 
 def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
+    known = set(job.options.model_fields) if job.options else set()
+    for key in sorted(settings._loose - known):
+        options = f"; job {job.name!r} options are {', '.join(sorted(known))}" if known else ""
+        raise ConfigError(f"unknown setting {key!r}: known settings are {', '.join(RunSettings.model_fields)}{options}")
     if settings.options and job.options is None:
-        raise ConfigError(f"job {job.name!r} takes no --option")
+        given = ", ".join(sorted(settings.options))
+        raise ConfigError(f"job {job.name!r} takes no options (got {given}): remove them")
     options = parse_options(job.options, settings.options, f"job {job.name}") if job.options else None
     params = Params(
         window_ms=positive_duration(settings.window, "--window"),
         sliding_window_ms=positive_duration(settings.sliding_window, "sliding window"),
         slide_ms=positive_duration(settings.slide, "--slide"),
         watermark_ms=parse_duration(settings.watermark, "--watermark"),
-        zones=settings.zones,
         continuous=continuous,
         dedup=settings.dedup,
-        # --- trips, count windows (state-windows) ---
-        trip_gap_ms=positive_duration(settings.trip_gap, "--trip-gap"),
-        max_trip_ms=positive_duration(settings.max_trip, "--max-trip"),
-        count_window=settings.count_window,
-        # --- end state-windows ---
-        # --- speeding incidents (issue 4: incidents) ---
-        incident_after_ms=positive_duration(settings.incident_after, "--incident-after"),
-        incident_timeout_ms=positive_duration(settings.incident_timeout, "--incident-timeout"),
-        incident_updates=settings.incident_updates,
-        incident_initial_state=settings.incident_initial_state,
-        allowed_lateness_ms=_allowed_lateness(settings, job),
-        # --- ride matching ---
-        match_within_ms=parse_duration(settings.match_within, "--match-within"),
-        match_cell_m=settings.match_cell,
         options=options,
     )
-    # --- count windows (state-windows) ---
-    if params.count_window <= 0:
-        raise ConfigError(f"--count-window must be a number of pings of at least 1 (got {params.count_window}): "
-                          "e.g. --count-window 20")
-    # --- end state-windows ---
     if params.slide_ms > params.sliding_window_ms:
         raise ConfigError(f"--slide {settings.slide} is longer than the sliding window {settings.sliding_window}: "
                           "the slide must be at most the window length")
     return params
-
-
-def _allowed_lateness(settings: RunSettings, job: Job) -> int:
-    """--allowed-lateness in ms (0: not given); it corrects the fleet windows, so other jobs refuse it."""
-    if settings.allowed_lateness is None:
-        return 0
-    if job.name != "fleet":
-        raise ConfigError(f"--allowed-lateness only applies to the fleet job (its windows), not {job.name!r}: remove it")
-    return positive_duration(settings.allowed_lateness, "--allowed-lateness")
 
 
 def _mode_for(output: Output, sink: Sink, modes: dict[str, str], continuous: bool, realtime: bool = False) -> str:
@@ -205,12 +187,11 @@ def plan_run(settings: RunSettings) -> RunPlan:
                                   f"({sink.describe()}): give each its own")
             destinations[where] = name
         mode = _mode_for(output, sink, settings.output_mode, trigger.continuous, trigger.realtime)
-        if output.check is not None:  # settings only this output depends on (state-windows)
-            output.check(params)
+        if output.check is not None:  # settings only this output depends on, in its mode
+            output.check(params, mode)
         queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
                                  state_dir / "checkpoints" / name))
     source.check_plan([q.output.name for q in queries if not q.output.dead_letters_of])
-    _check_incidents(params, queries)
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
     return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs)
 
@@ -259,17 +240,16 @@ def _check_output_fits(job: Job, output: Output, sink: Sink, trigger: Trigger) -
                           "cannot take: write it to console:, postgresql:, mysql: or redis:")
 
 
-# --- ride matching ---
 def _input_sources(settings: RunSettings, job: Job, source: Source, trigger: Trigger, queries: list[QueryPlan],
                    notes: list[str]) -> dict[str, Source]:
-    """The source of each second stream a selected output reads (``--rides URI``).
+    """The source of each second stream a selected output reads (``--input rides=URI``, or ``--rides URI``).
 
     Without one, a generator run reads the same generator's kind of that name (same seed, start,
     rate); any other run is refused. A stream no selected output reads is never opened for reading.
     """
     sources = {}
     for name, schema in job.inputs.items():
-        uri = getattr(settings, name)
+        uri = settings.inputs.get(name)
         readers = [q.output.name for q in queries if name in q.output.inputs]
         if uri is not None:
             try:
@@ -291,7 +271,7 @@ def _input_sources(settings: RunSettings, job: Job, source: Source, trigger: Tri
             raise ConfigError(f"output {readers[0]!r} reads two streams, which real-time mode cannot: use a micro-batch trigger")
         opened.check_plan(readers)
         sources[name] = opened
-    given = [name for name in INPUT_SETTINGS if getattr(settings, name) and name not in job.inputs]
+    given = [name for name in settings.inputs if name not in job.inputs]
     if given:
         raise ConfigError(f"job {job.name!r} reads no second stream {given[0]}: drop --{given[0]}")
     return sources
@@ -310,15 +290,20 @@ def _pin_inputs(plan: RunPlan, run_state: dict[str, Any]) -> None:
         source.pin(run_state.setdefault("inputs", {}).setdefault(name, {}))
 
 
-# --- speeding incidents (issue 4: incidents) ---
-def _check_incidents(params: Params, queries: list[QueryPlan]) -> None:
-    """Incident settings that only make sense with the incidents output, in a mode that fits them."""
-    if params.incident_initial_state:
-        check_initial_state(params.incident_initial_state)
-    incidents = next((q for q in queries if q.output.name == "incidents"), None)
-    if incidents is not None and params.incident_updates and incidents.mode != "update":
-        raise ConfigError("--incident-updates emits an open incident more than once: write it in update mode "
-                          "(--output-mode incidents=update) to a sink that replaces rows by key (postgresql, mysql, console)")
+def _job_options(params: Params) -> dict[str, Any]:
+    """The job's options as validated (defaults included), secrets masked, as the manifest records them."""
+    if params.options is None:
+        return {}
+    return {k: ("***" if is_secret_option(k) else option_text(v)) for k, v in params.options.model_dump().items()}
+
+
+def _upgraded(recorded: dict[str, Any]) -> dict[str, Any]:
+    """An earlier version's recorded settings: its ``rides`` is now an input."""
+    upgraded = dict(recorded)
+    for name in LEGACY_INPUTS:
+        if upgraded.get(name):
+            upgraded["inputs"] = {name: upgraded.pop(name), **(upgraded.get("inputs") or {})}
+    return upgraded
 
 
 def prepare_state(plan: RunPlan) -> None:
@@ -329,9 +314,11 @@ def prepare_state(plan: RunPlan) -> None:
     if plan.prepared:
         return
     recorded = read_manifest(plan.state_dir, plan.job.name) or {}
-    settings = plan.settings.masked()
+    settings, job_options = plan.settings.masked(), _job_options(plan.params)
     if recorded and has_progress(plan.state_dir):
-        note = check_resume(recorded.get("settings", {}), settings, plan.state_dir, plan.settings.allow_changed_settings)
+        before = resume_view(_upgraded(recorded.get("settings", {})), recorded.get("job_options"))
+        note = check_resume(before, resume_view(settings, job_options), plan.state_dir,
+                            plan.settings.allow_changed_settings)
         if note:
             plan.notes.append(note)
     run_state = recorded.get("run_state", {})
@@ -345,5 +332,6 @@ def prepare_state(plan: RunPlan) -> None:
         query.sink.check(query.output.name, query.fresh)
     with told_when_full(plan.state_dir):
         plan.state_dir.mkdir(parents=True, exist_ok=True)
-        write_manifest(plan.state_dir, {"job": plan.job.name, "settings": settings, "run_state": run_state})
+        write_manifest(plan.state_dir, {"job": plan.job.name, "settings": settings, "job_options": job_options,
+                                        "run_state": run_state})
     plan.prepared = True

@@ -28,15 +28,12 @@ FIX = ("on a cluster every machine must see these at the same path: put them on 
 
 def run_places(plan) -> dict[str, Path]:
     """Every local path a run's executors read or write, what -> path: the state directory, and what
-    its sources, sinks (by output) and job name (``shared_paths``), and --incident-initial-state."""
+    its sources, sinks (by output) and job name (``shared_paths``)."""
     places: dict[str, Path] = {"--state-dir": plan.state_dir}
     for source in (plan.source, *plan.inputs.values()):
         places.update(source.shared_paths())
     for qp in plan.queries:
         places.update({f"{what} of output {qp.output.name}": path for what, path in qp.sink.shared_paths().items()})
-    initial = plan.params.incident_initial_state
-    if initial and "://" not in initial:
-        places["--incident-initial-state"] = Path(initial).resolve()
     if plan.job.shared_paths is not None:
         places.update(plan.job.shared_paths(plan.params))
     return places

@@ -19,13 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import is_secret_option, mask_secrets
 
 DEFAULT_SOURCE = "generator://"
+#: settings of earlier versions that name a job's second stream (now ``inputs``)
+LEGACY_INPUTS = ("rides",)
 
 
 class RunSettings(BaseModel):
@@ -41,34 +43,20 @@ class RunSettings(BaseModel):
     watermark: str = "5s"
     #: how far an event time may lie ahead of its ingest time (None: a fifth of the watermark delay)
     max_ahead: str | None = None
-    allowed_lateness: str | None = None  # fleet windows: correct closed windows with events this late
     #: which copy of a re-sent event counts on a stream: "exact" the lowest offset, "fast" the first Spark meets
     dedup: Literal["exact", "fast"] = "exact"
     window: str = "10s"
     slide: str = "10s"
     sliding_window: str = "1min"
-    zones: str | None = None
-    # --- trips, count windows (state-windows) ---
-    trip_gap: str = "5min"
-    max_trip: str = "1h"
-    count_window: int = 20
-    # --- end state-windows ---
     state_dir: str | None = None
     duration: float | None = Field(None, gt=0)
     max_events: int | None = Field(None, gt=0)
     master: str = "local[*]"
     conf: dict[str, str] = Field(default_factory=dict)
-    # --- speeding incidents (issue 4: incidents) ---
-    incident_after: str = "10s"
-    incident_timeout: str = "30s"
-    incident_updates: bool = False
-    incident_initial_state: str | None = None
-    # --- ride matching ---
-    #: source URI of the ride requests the fleet job's ``matches`` output joins
-    rides: str | None = None
-    match_within: str = "10s"
-    match_cell: float = 500.0
-    #: the job's own options (``--option KEY=VALUE``), validated against the job's options model
+    #: the sources of a job's second streams by name (``--input rides=URI``; the fleet's ``--rides URI``)
+    inputs: dict[str, str] = Field(default_factory=dict)
+    #: the job's own options (``--option KEY=VALUE``, their own flags such as ``--trip-gap``, or a config
+    #: file's ``options:`` and loose keys), validated against the job's options model when the run is planned
     options: dict[str, str] = Field(default_factory=dict)
     #: resume from a state directory even though result-changing settings differ (``--allow-changed-settings``)
     allow_changed_settings: bool = False
@@ -76,13 +64,35 @@ class RunSettings(BaseModel):
     spark_ui: Literal["local", "off", "open"] = "local"
     #: what a cluster's executors get: "auto" (speedlayer and its packages, packed), "none", or an archive's path
     ship: str = "auto"
+    #: keys of ``options`` that a config file gave as loose settings (a typo there is named as a setting)
+    _loose: frozenset[str] = PrivateAttr(default_factory=frozenset)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _loose_keys_are_job_settings(cls, data: Any, handler: Any) -> RunSettings:
+        """A key that is no run setting is one of the job's options (a config file's ``trip_gap: 10min``,
+        ``speedlayer.run(job, trip_gap="10min")``); ``rides`` is the ``rides`` input. Options given as
+        such win over loose keys; the plan checks the loose keys against the job's options."""
+        loose: dict[str, Any] = {}
+        if isinstance(data, Mapping):
+            data = dict(data)
+            for key in [k for k in data if k not in cls.model_fields]:
+                if key in LEGACY_INPUTS:
+                    data["inputs"] = {key: data.pop(key), **(data.get("inputs") or {})}
+                else:
+                    loose[key] = data.pop(key)
+            if loose:
+                data["options"] = {**loose, **(data.get("options") or {})}
+        settings = handler(data)
+        settings._loose = frozenset(loose)
+        return settings
 
     @field_validator("output_mode", mode="before")
     @classmethod
     def _one_mode_for_all(cls, value: Any) -> Any:
         return {"*": value} if isinstance(value, str) else value
 
-    @field_validator("conf", "options", mode="before")
+    @field_validator("conf", "options", "inputs", mode="before")
     @classmethod
     def _conf_as_text(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
@@ -94,7 +104,7 @@ class RunSettings(BaseModel):
         for printing and run manifests."""
         data = self.model_dump()
         data["source"] = mask_secrets(self.source)
-        data["rides"] = mask_secrets(self.rides) if self.rides else None
+        data["inputs"] = {k: mask_secrets(v) for k, v in self.inputs.items()}
         data["sinks"] = {k: mask_secrets(v) for k, v in self.sinks.items()}
         data["conf"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.conf.items()}
         data["options"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.options.items()}
@@ -194,7 +204,7 @@ def build_settings(file_values: Mapping[str, Any], flag_values: Mapping[str, Any
         else:
             merged[key] = value
     try:
-        return RunSettings(**merged)
+        settings = RunSettings(**merged)
     except ValidationError as exc:
         err = exc.errors()[0]
         name = ".".join(str(p) for p in err["loc"]) or "settings"
@@ -204,3 +214,5 @@ def build_settings(file_values: Mapping[str, Any], flag_values: Mapping[str, Any
             raise ConfigError(f"setting {name!r} is required: give it on the command line or in the config file") from None
         got = "***" if is_secret_option(name) else repr(err.get("input"))
         raise ConfigError(f"setting {name!r}: {err['msg']} (got {got})") from None
+    return settings
+

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import DataFrame
 
@@ -19,6 +20,7 @@ from speedlayer.core.schemas import RIDE_REQUEST, VEHICLE_EVENT
 from speedlayer.decode.validate import Decoded
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.fleet.incidents import speeding_incidents
+from speedlayer.pipelines.fleet.options import FleetOptions, fleet_options
 from speedlayer.pipelines.fleet.windows import (
     drop_duplicate_events,
     overspeed_alerts,
@@ -29,6 +31,7 @@ from speedlayer.pipelines.fleet.windows import (
 )
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
+from speedlayer.state.incidents import check_initial_state
 
 
 def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = None) -> Mapping[str, DataFrame]:
@@ -41,7 +44,7 @@ def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = No
     watermarked = with_watermark(events, params)
     clean = drop_duplicate_events(watermarked, params, FLEET.dedup_key)
     outputs = {
-        "windows": (lambda: windows_with_lateness(events, params)) if params.allowed_lateness_ms
+        "windows": (lambda: windows_with_lateness(events, params)) if fleet_options(params).allowed_lateness_ms
         else (lambda: speed_windows(clean, params)),
         "sliding": lambda: sliding_averages(clean, params),
         "alerts": lambda: overspeed_alerts(clean, params),
@@ -57,7 +60,8 @@ def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = No
             "count-windows": lambda: count_windows(clean, params),
             "incidents": lambda: speeding_incidents(with_speed_limit(clean, params), params),
             # late events are judged before dedup, as Spark's own watermark filter sees them
-            "late": lambda: late_events(watermarked, FLEET, params),  # behind watermark + allowed lateness
+            # behind watermark + allowed lateness
+            "late": lambda: late_events(watermarked, FLEET, params, lateness_ms=fleet_options(params).allowed_lateness_ms),
             "matches": lambda: _matches(clean, rides, params),
         })
     return LazyOutputs(outputs)
@@ -69,7 +73,7 @@ WINDOW_KEY = ("window_start", "window_end", "vehicle_id")
 
 def _windows_with_lateness(output: Output, params: Params) -> Output:
     """With --allowed-lateness, windows are re-emitted as corrections: update by default, no complete mode."""
-    if not params.allowed_lateness_ms:
+    if not fleet_options(params).allowed_lateness_ms:
         return output
     return dataclasses.replace(
         output, modes=(UPDATE, APPEND), default_mode=UPDATE, append_key=WINDOW_KEY + ("revision",), configure=None,
@@ -85,16 +89,32 @@ def _matches(pings: DataFrame, rides: Decoded | None, params: Params) -> DataFra
     return ride_matches(pings, rides.events, params)
 
 
-def _check_matching(params: Params) -> None:
+def _check_matching(params: Params, mode: str) -> None:
     from speedlayer.pipelines.fleet.matching import check_matching
 
     check_matching(params)
 
 
-def _check_trip_gap(params: Params) -> None:  # state-windows
+def _check_trip_gap(params: Params, mode: str) -> None:
     from speedlayer.pipelines.fleet.trips import check_trip_gap
 
     check_trip_gap(params)
+
+
+def _check_incidents(params: Params, mode: str) -> None:
+    """An initial-state table with the columns the processor needs; --incident-updates in update mode."""
+    opts = fleet_options(params)
+    if opts.incident_initial_state:
+        check_initial_state(opts.incident_initial_state)
+    if opts.incident_updates and mode != UPDATE:
+        raise ConfigError("--incident-updates emits an open incident more than once: write it in update mode "
+                          "(--output-mode incidents=update) to a sink that replaces rows by key (postgresql, mysql, console)")
+
+
+def _shared_paths(params: Params) -> dict[str, Path]:
+    """The incidents' initial-state table, when it is a local path: executors read it."""
+    initial = fleet_options(params).incident_initial_state
+    return {"--incident-initial-state": Path(initial).resolve()} if initial and "://" not in initial else {}
 
 
 FLEET = Job(
@@ -121,7 +141,7 @@ FLEET = Job(
         # --- speeding incidents (issue 4: incidents) ---
         "incidents": Output("incidents", "per-vehicle speeding incidents: opened after --incident-after above the limit, "
                             "emitted when they close (speed back under the limit, or silent for --incident-timeout)",
-                            (APPEND, UPDATE), APPEND, True, ("vehicle_id", "started_at")),
+                            (APPEND, UPDATE), APPEND, True, ("vehicle_id", "started_at"), check=_check_incidents),
         # --- late events, kept (issue 4: late data) ---
         "late": LATE,  # keyed by (event_id, missed_watermark)
         # --- ride matching ---
@@ -136,4 +156,6 @@ FLEET = Job(
     default_outputs=("windows", "alerts"),
     dedup_key="event_id",
     inputs={"rides": RIDE_REQUEST},
+    options=FleetOptions,
+    shared_paths=_shared_paths,
 )

@@ -24,6 +24,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.options import fleet_options
 
 # PySpark 4.3's worker pads applyInPandasWithState's output with empty frames, which pandas 2.x
 # warns about on stderr once per batch; the warning is about PySpark's code, not ours.
@@ -55,7 +56,7 @@ def count_windows(events: DataFrame, params: Params) -> DataFrame:
     >>> count_windows(events_df, Params(count_window=20)).columns  # doctest: +SKIP
     ['vehicle_id', 'window_index', 'window_start', 'window_end', 'pings', 'avg_speed_kmh', 'max_speed_kmh']
     """
-    n = params.count_window
+    n = fleet_options(params).count_window
     if events.isStreaming:
         return events.select("vehicle_id", "event_time", "event_id", "speed_kmh").groupBy("vehicle_id").applyInPandasWithState(
             CountWindowState(n), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout,

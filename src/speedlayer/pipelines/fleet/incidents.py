@@ -6,11 +6,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.options import fleet_options
 from speedlayer.state.incidents import INCIDENT_SCHEMA, INPUT_COLUMNS, IncidentProcessor, IncidentRules, read_initial_state
 
 
 def incident_rules(params: Params) -> IncidentRules:
-    return IncidentRules(params.incident_after_ms, params.incident_timeout_ms, params.incident_updates)
+    opts = fleet_options(params)
+    return IncidentRules(opts.incident_after_ms, opts.incident_timeout_ms, opts.incident_updates)
 
 
 def speeding_incidents(limited: DataFrame, params: Params) -> DataFrame:
@@ -22,12 +24,13 @@ def speeding_incidents(limited: DataFrame, params: Params) -> DataFrame:
     >>> speeding_incidents(with_speed_limit(events, Params()), Params()).columns[:3]  # doctest: +SKIP
     ['vehicle_id', 'started_at', 'ended_at']
     """
+    opts = fleet_options(params)
     pings = limited.select(*(F.unix_millis("event_time").alias(c) if c == "event_ms" else F.col(c) for c in INPUT_COLUMNS))
     initial = None
-    if params.incident_initial_state:
-        initial = read_initial_state(limited.sparkSession, params.incident_initial_state).groupBy("vehicle_id")
+    if opts.incident_initial_state:
+        initial = read_initial_state(limited.sparkSession, opts.incident_initial_state).groupBy("vehicle_id")
     processor = IncidentProcessor(incident_rules(params), batch=not limited.isStreaming)
     return pings.groupBy("vehicle_id").transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=INCIDENT_SCHEMA,
-        outputMode="Update" if params.incident_updates else "Append", timeMode="EventTime", initialState=initial,
+        outputMode="Update" if opts.incident_updates else "Append", timeMode="EventTime", initialState=initial,
     )

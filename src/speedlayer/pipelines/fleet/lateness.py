@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.options import fleet_options
 from speedlayer.state.lateness import INPUT_COLUMNS, WINDOWS_SCHEMA, WindowsProcessor
 
 
@@ -21,6 +22,7 @@ def corrected_windows(limited: DataFrame, params: Params, output_mode: str = "Up
     """
     rows = limited.select(*(F.unix_millis("event_time").alias(c) if c == "event_ms" else F.col(c) for c in INPUT_COLUMNS))
     return rows.groupBy("vehicle_id").transformWithStateInPandas(
-        statefulProcessor=WindowsProcessor(params.window_ms, params.allowed_lateness_ms), outputStructType=WINDOWS_SCHEMA,
+        statefulProcessor=WindowsProcessor(params.window_ms, fleet_options(params).allowed_lateness_ms),
+        outputStructType=WINDOWS_SCHEMA,
         outputMode=output_mode, timeMode="EventTime",
     )

@@ -15,16 +15,18 @@ from pyspark.sql import functions as F
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.geo import grid_cell, haversine_km, nearby_cells
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.options import fleet_options
 from speedlayer.pipelines.fleet.windows import drop_duplicate_events
 from speedlayer.pipelines.ops import with_watermark
 
 
 def check_matching(params: Params) -> None:
     """The matching settings must be above zero (``--match-within``, ``--match-cell``)."""
-    if params.match_within_ms <= 0:
+    opts = fleet_options(params)
+    if opts.match_within_ms <= 0:
         raise ConfigError("--match-within must be longer than zero: e.g. --match-within 10s")
-    if not params.match_cell_m > 0:
-        raise ConfigError(f"--match-cell is the grid cell size in metres and must be above zero (got {params.match_cell_m:g}): "
+    if not opts.match_cell_m > 0:
+        raise ConfigError(f"--match-cell is the grid cell size in metres and must be above zero (got {opts.match_cell_m:g}): "
                           "e.g. --match-cell 500")
 
 
@@ -45,7 +47,8 @@ def ride_matches(pings: DataFrame, requests: DataFrame, params: Params) -> DataF
     >>> ride_matches(clean_pings, decoded_requests, Params()).columns  # doctest: +SKIP
     ['request_id', 'rider_id', 'request_time', 'pickup_cell', 'vehicle_id', 'ping_time', 'distance_m']
     """
-    cell_m = float(params.match_cell_m)
+    opts = fleet_options(params)
+    cell_m = float(opts.match_cell_m)
     row, col = grid_cell(F.col("lat"), F.col("lon"), cell_m)
     near = pings.select("vehicle_id", F.col("event_time").alias("ping_time"), F.col("lat").alias("ping_lat"),
                         F.col("lon").alias("ping_lon"), row.alias("ping_row"), col.alias("ping_col"))
@@ -54,7 +57,7 @@ def ride_matches(pings: DataFrame, requests: DataFrame, params: Params) -> DataF
              .select("request_id", "rider_id", "request_time", "pickup_lat", "pickup_lon",
                      F.format_string("%d:%d", p_row, p_col).alias("pickup_cell"),
                      F.explode(nearby_cells(F.col("pickup_lat"), F.col("pickup_lon"), cell_m)).alias("cell")))
-    within = F.expr(f"INTERVAL {int(params.match_within_ms)} MILLISECONDS")
+    within = F.expr(f"INTERVAL {int(opts.match_within_ms)} MILLISECONDS")
     joined = near.join(
         asked,
         (F.col("ping_row") == F.col("cell.row")) & (F.col("ping_col") == F.col("cell.col"))

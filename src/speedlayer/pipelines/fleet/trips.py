@@ -21,6 +21,7 @@ from speedlayer.core.durations import format_duration, spark_interval
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.geo import path_length_km
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.options import fleet_options
 
 
 def trips(events: DataFrame, params: Params) -> DataFrame:
@@ -31,8 +32,9 @@ def trips(events: DataFrame, params: Params) -> DataFrame:
     >>> trips(events_df, Params(trip_gap_ms=300_000)).columns  # doctest: +SKIP
     ['vehicle_id', 'trip_start', 'trip_end', 'duration_s', 'pings', 'distance_km', 'avg_speed_kmh', 'max_speed_kmh']
     """
-    cut = F.floor(F.unix_millis("event_time") / F.lit(params.max_trip_ms)).alias("_trip_cut")
-    session = events.groupBy(F.session_window("event_time", spark_interval(params.trip_gap_ms)), "vehicle_id", cut).agg(
+    opts = fleet_options(params)
+    cut = F.floor(F.unix_millis("event_time") / F.lit(opts.max_trip_ms)).alias("_trip_cut")
+    session = events.groupBy(F.session_window("event_time", spark_interval(opts.trip_gap_ms)), "vehicle_id", cut).agg(
         F.min("event_time").alias("trip_start"),
         F.max("event_time").alias("trip_end"),
         F.count(F.lit(1)).alias("pings"),
@@ -54,15 +56,16 @@ def check_trip_gap(params: Params) -> None:
     """A trip gap shorter than the watermark is refused: the watermark is the event-time disorder the
     job tolerates (pings' clocks jitter by that much), so a shorter pause is noise, not a stop. A
     maximum trip no longer than the gap is refused too."""
-    if params.trip_gap_ms < params.watermark_ms:
+    opts = fleet_options(params)
+    if opts.trip_gap_ms < params.watermark_ms:
         raise ConfigError(
-            f"--trip-gap {format_duration(params.trip_gap_ms)} is shorter than --watermark "
+            f"--trip-gap {format_duration(opts.trip_gap_ms)} is shorter than --watermark "
             f"{format_duration(params.watermark_ms)}: a pause shorter than the event-time disorder the job tolerates "
             f"would split trips; use --trip-gap {format_duration(params.watermark_ms)} or more (default 5min)"
         )
-    if params.max_trip_ms <= params.trip_gap_ms:
+    if opts.max_trip_ms <= opts.trip_gap_ms:
         raise ConfigError(
-            f"--max-trip {format_duration(params.max_trip_ms)} is not longer than --trip-gap "
-            f"{format_duration(params.trip_gap_ms)}: every trip would be cut before a pause could end it; "
+            f"--max-trip {format_duration(opts.max_trip_ms)} is not longer than --trip-gap "
+            f"{format_duration(opts.trip_gap_ms)}: every trip would be cut before a pause could end it; "
             "use a --max-trip of several gaps (default 1h)"
         )

@@ -12,6 +12,7 @@ from speedlayer.core.durations import spark_interval
 from speedlayer.core.zones import load_zones, zone_of
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.dedup import drop_duplicates
+from speedlayer.pipelines.fleet.options import fleet_options
 from speedlayer.pipelines.ops import flatten_window, with_watermark
 
 
@@ -22,7 +23,7 @@ def drop_duplicate_events(events: DataFrame, params: Params, key: str = "event_i
 
 def with_speed_limit(events: DataFrame, params: Params) -> DataFrame:
     """Add zone_id, zone_name and speed_limit_kmh of the zone each event is in."""
-    zone_id, zone_name, limit = zone_of(F.col("lat"), F.col("lon"), load_zones(params.zones))
+    zone_id, zone_name, limit = zone_of(F.col("lat"), F.col("lon"), load_zones(fleet_options(params).zones))
     return events.select("*", zone_id.alias("zone_id"), zone_name.alias("zone_name"), limit.alias("speed_limit_kmh"))
 
 
@@ -60,7 +61,7 @@ def windows_with_lateness(events: DataFrame, params: Params) -> DataFrame:
         return speed_windows(drop_duplicate_events(events, params), params).withColumn("revision", F.lit(0).cast("long"))
     from speedlayer.pipelines.fleet.lateness import corrected_windows
 
-    lenient = drop_duplicate_events(with_watermark(events, params, extra_ms=params.allowed_lateness_ms), params)
+    lenient = drop_duplicate_events(with_watermark(events, params, extra_ms=fleet_options(params).allowed_lateness_ms), params)
     return corrected_windows(with_speed_limit(lenient, params), params)
 
 

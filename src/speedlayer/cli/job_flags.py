@@ -1,0 +1,64 @@
+"""A job's own settings as flags of ``speedlayer run``: every option of its options model becomes
+``--option-name VALUE`` (a boolean ``--name/--no-name``), every second stream ``--input-name URI``.
+
+So the fleet's ``--trip-gap 10min`` and ``--rides URI`` are no special case: a user's job with an
+option ``currency`` gets ``--currency EUR`` the same way, and ``speedlayer run JOB --help`` lists them.
+
+>>> from speedlayer.pipelines.fleet import FLEET
+>>> parse_job_flags(["--trip-gap", "10min", "--incident-updates", "--rides=generator://"], FLEET)
+({'trip_gap': '10min', 'incident_updates': 'true'}, {'rides': 'generator://'})
+"""
+
+from __future__ import annotations
+
+import typing
+
+from speedlayer.core.errors import ConfigError
+from speedlayer.pipelines.base import Job
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _is_bool(annotation) -> bool:
+    return annotation is bool or (typing.get_origin(annotation) is not None and bool in typing.get_args(annotation)
+                                  and type(None) in typing.get_args(annotation) and len(typing.get_args(annotation)) == 2)
+
+
+def job_flags(job: Job) -> dict[str, tuple[str, str, bool, str]]:
+    """Flag -> (kind, name, takes no value, help) for the job's options ("option") and inputs ("input")."""
+    flags: dict[str, tuple[str, str, bool, str]] = {}
+    for name, field in (job.options.model_fields.items() if job.options else ()):
+        boolean = _is_bool(field.annotation)
+        default = "" if field.default is None else f" (default {str(field.default).lower() if boolean else field.default})"
+        flags[_flag(name)] = ("option", name, boolean, f"{field.description or ''}{default}")
+        if boolean:
+            flags["--no-" + name.replace("_", "-")] = ("option", name, True, "")
+    for name, schema in job.inputs.items():
+        flags[_flag(name)] = ("input", name, False, f"source URI of the {schema.name}s (its own stream)")
+    return flags
+
+
+def parse_job_flags(args: list[str], job: Job) -> tuple[dict[str, str], dict[str, str]]:
+    """The job's options and inputs given as flags among ``args`` (what ``speedlayer run`` did not know)."""
+    flags, options, inputs = job_flags(job), {}, {}
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        flag, _, value = arg.partition("=")
+        if flag not in flags:
+            known = ", ".join(f for f, spec in flags.items() if spec[3]) or "none"
+            raise ConfigError(f"no such option {flag} for job {job.name!r}: its own options are {known} "
+                              f"(see 'speedlayer run {job.name} --help')")
+        kind, name, no_value, _ = flags[flag]
+        if no_value:
+            if value:
+                raise ConfigError(f"{flag} takes no value: write {flag} or --no-{name.replace('_', '-')}")
+            value = "false" if flag.startswith("--no-") else "true"
+        elif not value:
+            if not rest or rest[0].startswith("--"):
+                raise ConfigError(f"{flag} needs a value: e.g. {flag} VALUE")
+            value = rest.pop(0)
+        (options if kind == "option" else inputs)[name] = value
+    return options, inputs
