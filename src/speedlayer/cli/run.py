@@ -12,7 +12,8 @@ from speedlayer.runtime.settings import build_settings, load_yaml, output_modes,
 
 
 def run_command(
-    job: str = typer.Argument(..., help="job to run (see 'speedlayer jobs')"),
+    job: str | None = typer.Argument(None, help="job to run: a name (see 'speedlayer jobs') or MODULE:ATTRIBUTE "
+                                                "(default: job: in --config)"),
     source: str | None = typer.Option(None, "--source", help="source URI, e.g. generator://?rate=5000 or files:///landing"),
     sink: list[str] | None = typer.Option(None, "--sink", help="NAME=URI, e.g. windows=parquet:out/windows (repeatable)"),
     trigger: str | None = typer.Option(None, "--trigger",
