@@ -22,6 +22,7 @@ from speedlayer.core.uris import parse_options
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import Job, Output, Params
 from speedlayer.runtime.checkpoints import check_intact, told_when_full
+from speedlayer.runtime.code_shipping import plan_code_shipping
 from speedlayer.runtime.manifest import StateLock, check_resume, has_progress, lock_state_dir, read_manifest, write_manifest
 from speedlayer.runtime.settings import RunSettings, max_ahead_ms
 from speedlayer.runtime.shipping import check_ship
@@ -70,6 +71,8 @@ class RunPlan:
     inputs: dict[str, Source] = field(default_factory=dict)
     #: the state directory's lock, held from before the manifest is written until the run ends
     lock: StateLock | None = None
+    #: zips of the job's own code for the executors (``speedlayer.runtime.code_shipping``)
+    py_files: tuple[Path, ...] = ()
 
     def lock_state(self) -> None:
         """Take the state directory's lock (once); another run holding it is a ConfigError."""
@@ -168,12 +171,14 @@ def _check_realtime(trigger: Trigger, source: Source, conf: dict[str, str]) -> N
                           f"{format_duration(floor_ms)} ({REALTIME_MIN_CONF}): use realtime:{format_duration(floor_ms)} or more")
 
 
-def plan_run(settings: RunSettings) -> RunPlan:
+def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
     """Check a run completely and resolve everything it needs, without starting Spark.
+
+    ``job`` is a Job object to run (registered or not) instead of the one ``settings.job`` names.
 
     >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
     """
-    job = get_job(settings.job)
+    job = get_job(settings.job) if job is None else job
     settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
     trigger = parse_trigger(settings.trigger)
@@ -193,6 +198,8 @@ def plan_run(settings: RunSettings) -> RunPlan:
     if trigger.continuous:
         notes.append("continuous mode is at-least-once and keeps no state: re-sent events are not removed")
     notes.extend(source.warnings())
+    code = plan_code_shipping(job, settings.master, settings.ship)  # the job's own modules, on a cluster
+    notes.extend([code.note] if code.note else [])
 
     queries, destinations = [], {}
     for name, uri in sink_uris.items():
@@ -212,7 +219,8 @@ def plan_run(settings: RunSettings) -> RunPlan:
     source.check_plan([q.output.name for q in queries if not q.output.dead_letters_of])
     _check_incidents(params, queries)
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
-    return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs)
+    return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs,
+                   py_files=code.py_files)
 
 
 def _open_source(settings: RunSettings, job: Job, trigger: Trigger) -> Source:

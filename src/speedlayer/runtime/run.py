@@ -139,6 +139,8 @@ class Run:
             source.check_session(self.spark)
         for qp in self.plan.queries:
             qp.sink.check_session(self.spark)
+        for path in self.plan.py_files:  # the job's own code, for the Python workers (code_shipping)
+            self.spark.sparkContext.addPyFile(str(path))
         if not is_local(self.plan.settings.master):
             check_reachable(self.spark, run_places(self.plan))
         if self.plan.trigger.continuous:
