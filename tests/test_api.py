@@ -8,12 +8,14 @@ import speedlayer
 
 def test_every_public_name_is_there_and_is_the_one_the_builtin_jobs_use():
     from speedlayer.pipelines.base import DEAD_LETTERS, Job
+    from speedlayer.runtime.handle import RunHandle, run
 
     missing = [name for name in speedlayer.__all__ if not hasattr(speedlayer, name)]
     assert missing == []
     assert speedlayer.Job is Job and speedlayer.DEAD_LETTERS is DEAD_LETTERS
+    assert speedlayer.run is run and speedlayer.RunHandle is RunHandle
     assert (speedlayer.APPEND, speedlayer.UPDATE, speedlayer.COMPLETE) == ("append", "update", "complete")
-    assert {"Job", "Output", "Params", "EventSchema", "Field", "Source", "Sink"} <= set(dir(speedlayer))
+    assert {"Job", "Output", "Params", "EventSchema", "Field", "Source", "Sink", "run", "RunHandle"} <= set(dir(speedlayer))
 
 
 def test_an_unknown_name_is_an_attribute_error():

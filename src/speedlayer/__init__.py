@@ -4,6 +4,7 @@ Sources turn an ingestion system into a raw stream, decoding validates it agains
 a pipeline (a pure DataFrame function) computes named outputs, sinks deliver them, and the runner
 wires it all. The built-in jobs use nothing but this public API; yours can do all they do::
 
+    import speedlayer
     from speedlayer import APPEND, DEAD_LETTERS, EventSchema, Field, Job, Output
 
     ORDER = EventSchema("shop order", (Field("order_id", "string"), Field("customer", "string"),
@@ -18,7 +19,13 @@ wires it all. The built-in jobs use nothing but this public API; yours can do al
                                             key=("order_id",)),
                               "dead-letters": DEAD_LETTERS})
 
-The names below are imported on first use, so ``import speedlayer`` does not import Spark.
+    with speedlayer.run(BIG_ORDERS, source="files:///landing/orders?format=json",
+                        sinks={"big": "parquet:out/big"}, trigger="available-now") as handle:
+        print(handle.wait())
+
+Register a job for ``speedlayer run NAME`` with an entry point (group ``speedlayer.jobs``), or run
+it as ``speedlayer run my_package.jobs:BIG_ORDERS``; docs/extending.md tells it all. The names
+below are imported on first use, so ``import speedlayer`` does not start or import Spark.
 """
 
 from __future__ import annotations
@@ -49,6 +56,10 @@ _EXPORTS = {
     "EXACTLY_ONCE": "speedlayer.sinks.base",
     "AT_LEAST_ONCE": "speedlayer.sinks.base",
     "Uri": "speedlayer.core.uris",
+    # running from Python
+    "run": "speedlayer.runtime.handle",
+    "RunHandle": "speedlayer.runtime.handle",
+    "QueryStatus": "speedlayer.runtime.handle",
     "RunSummary": "speedlayer.runtime.run",
     # errors
     "SpeedlayerError": "speedlayer.core.errors",
