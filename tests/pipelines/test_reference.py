@@ -74,7 +74,8 @@ def test_a_wrong_reference_says_what_to_fix(here, capsys, tmp_path, reference, e
 
 
 @pytest.mark.parametrize("text,expected", [
-    ("RATE = 1 / 0\n", "module ref_jobs_c failed while importing: ZeroDivisionError: division by zero: fix the module"),
+    ("RATE = 1 / 0\n", "module ref_jobs_c failed while importing: ZeroDivisionError: division by zero: fix the module "
+                       "(--debug shows the traceback)"),
     ("import ref_jobs_missing_dependency\n", "module ref_jobs_c failed while importing: ModuleNotFoundError: No module "
                                              "named 'ref_jobs_missing_dependency': install what it imports"),
     ("def broken(:\n", "module ref_jobs_c failed while importing: SyntaxError: invalid syntax"),
@@ -95,3 +96,16 @@ def test_a_config_files_job_may_be_a_reference(here, capsys, tmp_path):
     assert "module ref_jobs_d has no attribute 'NOTHING'" in line
     line = one_line_error(capsys, "run")
     assert line == "error: setting 'job' is required: give it on the command line or in the config file"
+
+
+def test_the_debug_option_shows_the_import_errors_traceback(here, capsys, monkeypatch):
+    here("ref_jobs_e", "def rate():\n    return 1 / 0\nRATE = rate()\n")
+    monkeypatch.setenv("SPEEDLAYER_DEBUG", "1")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "ref_jobs_e:JOB"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert err.startswith("error: job reference ref_jobs_e:JOB: module ref_jobs_e failed while importing: "
+                          "ZeroDivisionError: division by zero")
+    assert "Traceback (most recent call last):" in err and 'ref_jobs_e.py", line 2, in rate' in err
+    assert "The above exception was the direct cause of the following exception:" in err

@@ -72,7 +72,7 @@ def _import(module_name: str, reference: str) -> Any:
                           "install what it imports") from exc
     except (Exception, SystemExit) as exc:  # noqa: BLE001 — the user's module: any error of it is theirs
         raise ConfigError(f"job reference {reference}: module {module_name} failed while importing: {error_line(exc)}: "
-                          "fix the module") from exc
+                          "fix the module (--debug shows the traceback)") from exc
 
 
 def _search_current_directory() -> None:
