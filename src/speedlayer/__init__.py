@@ -56,6 +56,7 @@ _EXPORTS = {
     "EXACTLY_ONCE": "speedlayer.sinks.base",
     "AT_LEAST_ONCE": "speedlayer.sinks.base",
     "Uri": "speedlayer.core.uris",
+    "parse_options": "speedlayer.core.uris",
     # running from Python
     "run": "speedlayer.runtime.handle",
     "RunHandle": "speedlayer.runtime.handle",
@@ -64,6 +65,8 @@ _EXPORTS = {
     # errors
     "SpeedlayerError": "speedlayer.core.errors",
     "ConfigError": "speedlayer.core.errors",
+    "SourceError": "speedlayer.core.errors",
+    "SinkError": "speedlayer.core.errors",
     "QueryFailedError": "speedlayer.core.errors",
 }
 
