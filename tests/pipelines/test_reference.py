@@ -7,6 +7,7 @@ import pytest
 
 from speedlayer.cli.app import main
 from speedlayer.pipelines import get_job
+from speedlayer.runtime.shipping import CACHE_ENV
 
 JOBS_MODULE = """
 import dataclasses
@@ -22,6 +23,7 @@ def here(tmp_path, monkeypatch):
     """The test's directory as the current one, holding the user's job files; sys.path as it was after."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))  # where a planned run zips the job's code
     before = set(sys.modules)
 
     def write(name: str, text: str) -> None:
