@@ -71,7 +71,7 @@ class RunPlan:
     inputs: dict[str, Source] = field(default_factory=dict)
     #: the state directory's lock, held from before the manifest is written until the run ends
     lock: StateLock | None = None
-    #: zips of the job's own code for the executors (``speedlayer.runtime.code_shipping``)
+    #: zips of the job's own code for the Python workers (``speedlayer.runtime.code_shipping``)
     py_files: tuple[Path, ...] = ()
 
     def lock_state(self) -> None:
@@ -198,7 +198,7 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
     if trigger.continuous:
         notes.append("continuous mode is at-least-once and keeps no state: re-sent events are not removed")
     notes.extend(source.warnings())
-    code = plan_code_shipping(job, settings.master, settings.ship)  # the job's own modules, on a cluster
+    code = plan_code_shipping(job, settings.master, settings.ship)  # the job's own modules, for Python workers
     notes.extend([code.note] if code.note else [])
 
     queries, destinations = [], {}
