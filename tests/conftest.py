@@ -99,3 +99,41 @@ def closing_connection(conn):
     from contextlib import closing
 
     return closing(conn)
+
+
+# --- plug-ins: packages "installed" for one test -------------------------------------------------
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """``install(name, entry_points, modules)`` puts a distribution on ``sys.path`` for this test: a
+    ``*.dist-info`` directory (METADATA, entry_points.txt) beside its modules, as pip leaves them.
+    speedlayer's registries are reloaded before and after the test."""
+    import importlib
+
+    from speedlayer.core import plugins
+
+    root = tmp_path / "site-packages"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    before = set(sys.modules)
+
+    def install(name: str, entry_points: dict[str, dict[str, str]], modules: dict[str, str] | None = None) -> Path:
+        info = root / f"{name.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text("".join(
+            f"[{group}]\n" + "".join(f"{key} = {target}\n" for key, target in points.items()) + "\n"
+            for group, points in entry_points.items()))
+        for module, text in (modules or {}).items():
+            (root / f"{module}.py").write_text(text)
+        importlib.invalidate_caches()
+        plugins.forget()
+        return root
+
+    plugins.forget()
+    yield install
+    plugins.forget()
+    for name in set(sys.modules) - before:  # the next test's modules of the same name are others
+        origin = getattr(getattr(sys.modules[name], "__spec__", None), "origin", None) or ""
+        if origin.startswith(str(root)):
+            del sys.modules[name]

@@ -158,3 +158,15 @@ def test_an_ingest_time_at_the_end_of_spark_time_fails_no_batch(spark):
     # the fast path and the text path; each event's own time is sane, so it passes
     assert [e.event_id for e in decoded.events.select("event_id").collect()] == ["e-1", "e-1"]
     assert decoded.dead_letters.select("reason").count() == 0
+
+
+def test_a_bound_given_alone_is_checked_too(spark):
+    from speedlayer.core.schemas import EventSchema, Field
+
+    schema = EventSchema("order", (Field("id", "string"), Field("amount", "double", min=0), Field("qty", "long", max=10),
+                                   Field("t", "timestamp")), time_field="t")
+    order = '{{"id":"o{0}","amount":{1},"qty":{2},"t":"2026-11-22T10:00:00Z"}}'
+    decoded = decode(raw(spark, order.format(1, 5.5, 3), order.format(2, -1, 3), order.format(3, 1, 11)), schema)
+    assert [e.id for e in decoded.events.collect()] == ["o1"]
+    assert sorted(d.reason for d in decoded.dead_letters.collect()) == [
+        "field 'amount' is outside [0, inf]", "field 'qty' is outside [-inf, 10]"]

@@ -4,6 +4,7 @@ Each command lives in its own module beside this one; heavy imports (Spark, the 
 inside the commands, so ``speedlayer --help`` stays fast.
 
     speedlayer run fleet --source 'generator://?rate=20000&seed=7' --sink windows=parquet:out/windows
+    speedlayer --debug run my_package.jobs:ORDERS --source files:///landing
     speedlayer jobs
 """
 
@@ -15,6 +16,7 @@ import typer
 from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 
 from speedlayer import __version__
+from speedlayer.cli import debug
 from speedlayer.cli.bench import advise_command, bench_command
 from speedlayer.cli.console import err, out
 from speedlayer.cli.jobs import jobs_command
@@ -40,6 +42,15 @@ for name, command in (("produce", produce_command), ("bench", bench_command), ("
     app.command(name)(command)
 
 
+@app.callback()
+def global_options(
+    debug_on: bool = typer.Option(False, "--debug", envvar=debug.ENV,
+                                  help="on an error, also print the traceback and Spark's full error text"),
+) -> None:
+    """Real-time stream processing on Spark Structured Streaming."""
+    debug.enable(debug_on)
+
+
 @app.command("version")
 def version_command() -> None:
     """Print speedlayer's version."""
@@ -47,7 +58,7 @@ def version_command() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user mistakes exit 2 with one line, no traceback."""
+    """Entry point: user mistakes exit 2 with one line, no traceback (``--debug`` adds it)."""
     try:
         app(args=argv, standalone_mode=False)
     except typer.Exit as exc:
@@ -63,7 +74,9 @@ def main(argv: list[str] | None = None) -> None:
         err.print(f"error: {exc.format_message()}{hint}", soft_wrap=True)
         sys.exit(2)
     except SpeedlayerError as exc:
-        err.print(f"error: {exc}", soft_wrap=True)
+        err.print(f"error: {exc}", soft_wrap=True, markup=False)
+        if debug.enabled():
+            err.print(debug.details(exc), soft_wrap=True, markup=False, highlight=False)
         sys.exit(exc.exit_code)
 
 

@@ -21,7 +21,8 @@ _O = typer.Option
 
 def run_command(
     ctx: typer.Context,
-    job: str | None = typer.Argument(None, help="job to run (see 'speedlayer jobs'; or the config file's job:)"),
+    job: str | None = typer.Argument(None, help="job to run: a name (see 'speedlayer jobs') or MODULE:ATTRIBUTE "
+                                                "(default: job: in --config)"),
     source: str | None = _O(None, "--source", help="source URI, e.g. generator://?rate=5000 or files:///landing"),
     sink: list[str] | None = _O(None, "--sink", help="NAME=URI, e.g. windows=parquet:out/windows (repeatable)"),
     trigger: str | None = _O(None, "--trigger", help="processing:5s | available-now | once | continuous:1s | realtime:5min"),

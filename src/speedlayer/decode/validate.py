@@ -6,6 +6,7 @@ the same on a static DataFrame and on a stream, in micro-batch and continuous mo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -64,9 +65,12 @@ def _typed(field: Field, text: Column) -> Column:
 
 
 def _in_range(field: Field, typed: Column) -> Column | None:
-    if field.min is None or field.max is None:
-        return None
-    return (typed < field.min) | (typed > field.max)
+    """Whether a value is outside the field's bounds (either may be open); None: the field has none."""
+    below = typed < field.min if field.min is not None else None
+    above = typed > field.max if field.max is not None else None
+    if below is None or above is None:
+        return below if above is None else above
+    return below | above
 
 
 def _not_a_choice(field: Field, typed: Column) -> Column | None:
@@ -133,7 +137,8 @@ def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, sche
     ]
     outside = _in_range(field, typed)
     if outside is not None:
-        checks.append(F.when(outside, F.lit(f"field '{name}' is outside [{field.min:g}, {field.max:g}]")))
+        low, high = (-math.inf if field.min is None else field.min), (math.inf if field.max is None else field.max)
+        checks.append(F.when(outside, F.lit(f"field '{name}' is outside [{low:g}, {high:g}]")))
     unknown = _not_a_choice(field, typed)
     if unknown is not None:
         checks.append(F.when(unknown, F.lit(f"field '{name}' is not one of {', '.join(field.choices)}")))

@@ -22,6 +22,7 @@ from speedlayer.core.uris import is_secret_option, parse_options
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import Job, Output, Params
 from speedlayer.runtime.checkpoints import check_intact, told_when_full
+from speedlayer.runtime.code_shipping import plan_code_shipping
 from speedlayer.runtime.manifest import (
     StateLock,
     check_resume,
@@ -76,6 +77,8 @@ class RunPlan:
     inputs: dict[str, Source] = field(default_factory=dict)
     #: the state directory's lock, held from before the manifest is written until the run ends
     lock: StateLock | None = None
+    #: zips of the job's own code for the Python workers (``speedlayer.runtime.code_shipping``)
+    py_files: tuple[Path, ...] = ()
 
     def lock_state(self) -> None:
         """Take the state directory's lock (once); another run holding it is a ConfigError."""
@@ -150,12 +153,14 @@ def _check_realtime(trigger: Trigger, source: Source, conf: dict[str, str]) -> N
                           f"{format_duration(floor_ms)} ({REALTIME_MIN_CONF}): use realtime:{format_duration(floor_ms)} or more")
 
 
-def plan_run(settings: RunSettings) -> RunPlan:
+def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
     """Check a run completely and resolve everything it needs, without starting Spark.
+
+    ``job`` is a Job object to run (registered or not) instead of the one ``settings.job`` names.
 
     >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
     """
-    job = get_job(settings.job)
+    job = get_job(settings.job) if job is None else job
     settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
     trigger = parse_trigger(settings.trigger)
@@ -175,6 +180,8 @@ def plan_run(settings: RunSettings) -> RunPlan:
     if trigger.continuous:
         notes.append("continuous mode is at-least-once and keeps no state: re-sent events are not removed")
     notes.extend(source.warnings())
+    code = plan_code_shipping(job, settings.master, settings.ship)  # the job's own modules, for Python workers
+    notes.extend([code.note] if code.note else [])
 
     queries, destinations = [], {}
     for name, uri in sink_uris.items():
@@ -193,7 +200,8 @@ def plan_run(settings: RunSettings) -> RunPlan:
                                  state_dir / "checkpoints" / name))
     source.check_plan([q.output.name for q in queries if not q.output.dead_letters_of])
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
-    return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs)
+    return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs,
+                   py_files=code.py_files)
 
 
 def _open_source(settings: RunSettings, job: Job, trigger: Trigger) -> Source:

@@ -102,7 +102,7 @@ def check_reachable(spark, places: Mapping[str, Path]) -> None:
             found = (spark.sparkContext.parallelize(range(tasks), tasks)
                      .mapPartitions(lambda _: _look(probes, token)).collect())
         except Exception as exc:  # noqa: BLE001 — the first Python on the executors: say what it lacks
-            raise executors_broken(exc) from None
+            raise executors_broken(exc) from exc
     finally:
         for probe in probes.values():
             Path(probe).unlink(missing_ok=True)

@@ -139,6 +139,8 @@ class Run:
             source.check_session(self.spark)
         for qp in self.plan.queries:
             qp.sink.check_session(self.spark)
+        for path in self.plan.py_files:  # the job's own code, for the Python workers (code_shipping)
+            self.spark.sparkContext.addPyFile(str(path))
         if not is_local(self.plan.settings.master):
             check_reachable(self.spark, run_places(self.plan))
         if self.plan.trigger.continuous:
@@ -170,7 +172,7 @@ class Run:
         except Exception as exc:  # Spark refused the query: say why in one line
             self._stop_all()
             self.plan.unlock_state()
-            raise QueryFailedError(f"could not start the {plan.job.name} job: {first_line(exc)}") from None
+            raise QueryFailedError(f"could not start the {plan.job.name} job: {first_line(exc)}") from exc
         if self._on_started:
             self._on_started(self)
 
@@ -220,8 +222,9 @@ class Run:
             while True:
                 failed = next((q for q in self.queries if not q.isActive and q.exception() is not None), None)
                 if failed is not None:
-                    line = first_line(failed.exception(), self.written_places().get(failed.name, ()))
-                    raise QueryFailedError(f"query {failed.name} failed: {line}")
+                    error = failed.exception()
+                    line = first_line(error, self.written_places().get(failed.name, ()))
+                    raise QueryFailedError(f"query {failed.name} failed: {line}") from error
                 if all(not q.isActive for q in self.queries):
                     break
                 if self.stop_requested.is_set():

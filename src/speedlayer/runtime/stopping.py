@@ -18,16 +18,21 @@ from speedlayer.sinks.batches import sink_error_message
 
 #: longest a graceful stop waits for in-flight batches before interrupting them
 STOP_TIMEOUT_S = 120
+#: how a Python traceback opens (a Python worker's error carries one in Spark's message)
+TRACEBACK = "Traceback (most recent call last):"
 
 
 def first_line(error: BaseException, places: Iterable[Path] = ()) -> str:
     """What went wrong, in one line: a speedlayer error raised inside Spark, else the first line.
 
     ``places`` are the directories the failed query writes to (its checkpoint, a file sink's path):
-    a full disk is told by naming the full one.
+    a full disk is told by naming the full one. A first line that opens a Python traceback (a
+    Python worker's error) ends with the traceback's exception instead.
 
     >>> first_line(RuntimeError("boom\\n  at Spark..."))
     'boom'
+    >>> first_line(RuntimeError("[PYTHON_EXCEPTION] worker: Traceback (most recent call last):\\n  File x\\nKeyError: 'a'"))
+    "[PYTHON_EXCEPTION] worker: KeyError: 'a'"
     """
     ours = sink_error_message(error)
     if ours:
@@ -38,8 +43,16 @@ def first_line(error: BaseException, places: Iterable[Path] = ()) -> str:
         return known
     for line in str(text).splitlines():
         if line.strip():
-            return line.strip()[:400]
+            raised = _traceback_exception(str(text)) if line.rstrip().endswith(TRACEBACK) else None
+            return (line.replace(TRACEBACK, raised) if raised else line).strip()[:400]
     return type(error).__name__
+
+
+def _traceback_exception(text: str) -> str | None:
+    """The exception line of the last Python traceback in ``text`` (its first unindented line), if any."""
+    lines = text.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.rstrip().endswith(TRACEBACK))
+    return next((line.strip() for line in lines[start + 1:] if line.strip() and not line[0].isspace()), None)
 
 
 def _causes(error: BaseException) -> str:
@@ -121,4 +134,4 @@ def raise_if_failed_while_stopping(queries: Iterable[Any], stop_errors: dict[str
         error = stop_errors.get(query.name)
         if error is not None:
             line = first_line(error, (places or {}).get(query.name, ()))
-            raise QueryFailedError(f"query {query.name} failed while stopping ({stopped_by}): {line}")
+            raise QueryFailedError(f"query {query.name} failed while stopping ({stopped_by}): {line}") from error

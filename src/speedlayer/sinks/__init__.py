@@ -1,24 +1,41 @@
-"""The sink registry: ``open_sink("parquet:out/windows")`` gives a Sink for that URI."""
+"""The sink registry: ``open_sink("parquet:out/windows")`` gives a Sink for that URI.
+
+Sinks are found by URI scheme among the entry points of group ``speedlayer.sinks`` (the
+entry-point name is the scheme; an alias is one more entry point); speedlayer declares its own
+there like any plug-in.
+"""
 
 from __future__ import annotations
 
+from speedlayer.core import plugins
 from speedlayer.core.uris import open_by_scheme
 from speedlayer.sinks.base import Sink
-from speedlayer.sinks.console import ConsoleSink
-from speedlayer.sinks.kafka import KafkaSink
-from speedlayer.sinks.memory import MemorySink
-from speedlayer.sinks.mysql import MySqlSink
-from speedlayer.sinks.parquet import ParquetSink
-from speedlayer.sinks.postgres import PostgresSink
-from speedlayer.sinks.redis import RedisSink
 
-_ALL: tuple[type[Sink], ...] = (ConsoleSink, ParquetSink, MemorySink, PostgresSink, MySqlSink, RedisSink, KafkaSink)
-SINKS: dict[str, type[Sink]] = {
-    name: cls for cls in _ALL for name in (cls.scheme, *getattr(cls, "aliases", ()))
+#: speedlayer's own sinks, as its pyproject.toml declares them (used when its metadata is missing)
+BUILTIN_SINKS = {
+    "console": "speedlayer.sinks.console:ConsoleSink",
+    "parquet": "speedlayer.sinks.parquet:ParquetSink",
+    "memory": "speedlayer.sinks.memory:MemorySink",
+    "postgresql": "speedlayer.sinks.postgres:PostgresSink",
+    "postgres": "speedlayer.sinks.postgres:PostgresSink",
+    "mysql": "speedlayer.sinks.mysql:MySqlSink",
+    "mariadb": "speedlayer.sinks.mysql:MySqlSink",
+    "redis": "speedlayer.sinks.redis:RedisSink",
+    "kafka": "speedlayer.sinks.kafka:KafkaSink",
 }
 EXAMPLES = ("console:, parquet:out/windows, parquet:///abs/dir, memory:table, "
             "postgresql://user:pass@host:5432/db?table=NAME, mysql://user:pass@host:3306/db?table=NAME, "
             "redis://host:6379/0?prefix=fleet, kafka://host:9092/topic")
+
+
+def sink_registry() -> plugins.Registry:
+    """Every registered sink class by scheme, and the plug-ins that could not be used."""
+    return plugins.registry("sink", BUILTIN_SINKS, lambda name, value: plugins.check_subclass(name, value, Sink, "sink"))
+
+
+def sinks() -> dict[str, type[Sink]]:
+    """Scheme -> Sink class of every registered sink."""
+    return sink_registry().values()
 
 
 def open_sink(text: str) -> Sink:
@@ -27,4 +44,7 @@ def open_sink(text: str) -> Sink:
     >>> open_sink("parquet:out/windows").guarantee
     'exactly-once'
     """
-    return open_by_scheme(SINKS, text, "sink URI", EXAMPLES)
+    found = sink_registry()
+    plugins.report(found)
+    others = [f"{scheme}:" for scheme, entry in found.entries.items() if not entry.builtin]
+    return open_by_scheme(found.values(), text, "sink URI", ", ".join([EXAMPLES, *others]))
