@@ -115,3 +115,31 @@ def test_a_state_directory_held_by_a_running_process_is_refused_at_once(tmp_path
         holder.kill()
         holder.wait()
     lock_state_dir(state).release()  # free again once the holder is gone
+
+
+def test_a_resume_after_the_job_file_changed_what_it_computes_is_refused(tmp_path):
+    from tests.pipelines.job_file.orders import ORDERS_YAML
+
+    state, job_file = tmp_path / "st", tmp_path / "orders.yaml"
+    (tmp_path / "landing").mkdir()
+    job_file.write_text(ORDERS_YAML)
+
+    def prepared_job_file(path=job_file):
+        plan = plan_run(RunSettings(job_file=str(path), source=f"files:{tmp_path / 'landing'}", state_dir=str(state)))
+        prepare_state(plan)
+        return plan
+
+    first = prepared_job_file()
+    recorded = json.loads((state / MANIFEST).read_text())
+    assert recorded["job"] == "orders" and recorded["settings"]["job_definition"] == first.job.definition
+    with_progress(state)
+    job_file.write_text(ORDERS_YAML.replace("# a re-sent order counts once", "# comments may change"))
+    moved = tmp_path / "moved.yaml"
+    moved.write_text(job_file.read_text())
+    prepared_job_file(moved)  # neither a comment nor where the file lies changes the results
+    job_file.write_text(ORDERS_YAML.replace("amount > 1000", "amount > 5000"))
+    with pytest.raises(ConfigError) as refused:
+        prepared_job_file()
+    message = str(refused.value)
+    assert f"job_definition {first.job.definition} → sha256:" in message and "--allow-changed-settings" in message
+    assert json.loads((state / MANIFEST).read_text())["settings"]["job_definition"] == first.job.definition

@@ -12,7 +12,9 @@ from speedlayer.runtime.settings import build_settings, load_yaml, output_modes,
 
 
 def run_command(
-    job: str = typer.Argument(..., help="job to run (see 'speedlayer jobs')"),
+    job: str | None = typer.Argument(None, help="job to run (see 'speedlayer jobs'), or a job file (.yaml, .yml)"),
+    job_file: str | None = typer.Option(None, "--job-file",
+                                        help="YAML job file: schema, watermark, outputs as Spark SQL (docs/job-files.md)"),
     source: str | None = typer.Option(None, "--source", help="source URI, e.g. generator://?rate=5000 or files:///landing"),
     sink: list[str] | None = typer.Option(None, "--sink", help="NAME=URI, e.g. windows=parquet:out/windows (repeatable)"),
     trigger: str | None = typer.Option(None, "--trigger",
@@ -82,11 +84,12 @@ def run_command(
                                             help="matches: grid cell size in metres, and the farthest "
                                                  "a matching ping is from the pickup (default 500)"),
 ) -> None:
-    """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
+    """Run JOB (or a job file) from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
         raise click.UsageError("give --duration or --max-events, not both")
+    job, job_file = job_and_file(job, job_file)
     flags = {
-        "job": job, "source": source, "sinks": pairs(sink, "--sink", "NAME=URI"), "trigger": trigger,
+        "job": job, "job_file": job_file, "source": source, "sinks": pairs(sink, "--sink", "NAME=URI"), "trigger": trigger,
         "output_mode": output_modes(output_mode), "watermark": watermark, "max_ahead": max_ahead,
         "dedup": dedup, "allowed_lateness": allowed_lateness, "window": window, "slide": slide,
         "sliding_window": sliding_window, "zones": zones, "state_dir": state_dir, "duration": duration,
@@ -110,3 +113,16 @@ def run_command(
     wants_dashboard = (live or dashboard_port is not None) if dashboard is None else dashboard
     surfaces = Surfaces(wants_dashboard, dashboard_port, host, metrics_port)
     execute(settings, live=live, console=out, errors=err, surfaces=surfaces)
+
+
+def job_and_file(job: str | None, job_file: str | None) -> tuple[str | None, str | None]:
+    """The JOB argument and --job-file, a JOB that ends in .yaml or .yml being a job file.
+
+    >>> job_and_file("orders.yaml", None), job_and_file("fleet", None)
+    ((None, 'orders.yaml'), ('fleet', None))
+    """
+    if job is not None and job_file is not None:
+        raise click.UsageError(f"give a JOB or --job-file, not both (got {job!r} and --job-file {job_file!r})")
+    if job is not None and job.lower().endswith((".yaml", ".yml")):
+        return None, job
+    return job, job_file

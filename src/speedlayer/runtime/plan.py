@@ -21,8 +21,17 @@ from speedlayer.core.modes import OUTPUT_MODES
 from speedlayer.core.uris import parse_options
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import Job, Output, Params
+from speedlayer.pipelines.job_file import load_job_file
 from speedlayer.runtime.checkpoints import check_intact, told_when_full
-from speedlayer.runtime.manifest import StateLock, check_resume, has_progress, lock_state_dir, read_manifest, write_manifest
+from speedlayer.runtime.manifest import (
+    JOB_DEFINITION,
+    StateLock,
+    check_resume,
+    has_progress,
+    lock_state_dir,
+    read_manifest,
+    write_manifest,
+)
 from speedlayer.runtime.settings import RunSettings, max_ahead_ms
 from speedlayer.runtime.shipping import check_ship
 from speedlayer.runtime.triggers import Trigger, parse_trigger
@@ -173,7 +182,7 @@ def plan_run(settings: RunSettings) -> RunPlan:
 
     >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
     """
-    job = get_job(settings.job)
+    job = load_job_file(settings.job_file) if settings.job_file else get_job(settings.job)
     settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
     trigger = parse_trigger(settings.trigger)
@@ -217,6 +226,8 @@ def plan_run(settings: RunSettings) -> RunPlan:
 
 def _open_source(settings: RunSettings, job: Job, trigger: Trigger) -> Source:
     """The run's main source, checked against the trigger."""
+    if not settings.source:
+        raise ConfigError(f"job {job.name!r} names no default source: give --source URI (e.g. files:///landing?format=json)")
     source = open_source(settings.source)
     source.event_schema = job.schema
     source.continuous = trigger.continuous
@@ -330,6 +341,8 @@ def prepare_state(plan: RunPlan) -> None:
         return
     recorded = read_manifest(plan.state_dir, plan.job.name) or {}
     settings = plan.settings.masked()
+    if plan.job.definition is not None:  # a job file: what it computes is compared like a setting
+        settings[JOB_DEFINITION] = plan.job.definition
     if recorded and has_progress(plan.state_dir):
         note = check_resume(recorded.get("settings", {}), settings, plan.state_dir, plan.settings.allow_changed_settings)
         if note:
