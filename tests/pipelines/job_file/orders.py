@@ -69,40 +69,41 @@ def iso(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def good_orders(n: int = 30) -> list[dict]:
-    """Valid orders every 9 s from T0, some with a coupon, some with a gift flag, one time as epoch ms."""
+def good_orders(t0: datetime = T0, n: int = 30) -> list[dict]:
+    """Valid orders every 9 s from ``t0``, some with a coupon, some with a gift flag, one time as epoch ms."""
     orders = []
     for i in range(n):
         order = {"order_id": f"o-{i:03d}", "customer_id": f"c{i % 4}", "amount": AMOUNTS[i % len(AMOUNTS)],
-                 "currency": CURRENCIES[i % 3], "order_time": iso(T0 + timedelta(seconds=9 * i))}
+                 "currency": CURRENCIES[i % 3], "order_time": iso(t0 + timedelta(seconds=9 * i))}
         if i % 4 == 0:
             order["coupon"] = "SPRING"
         if i % 5 == 0:
             order["gift"] = i % 10 == 0
         if i == 7:
-            order["order_time"] = int((T0 + timedelta(seconds=63) - datetime(1970, 1, 1)).total_seconds() * 1000)
+            order["order_time"] = int((t0 + timedelta(seconds=63) - datetime(1970, 1, 1)).total_seconds() * 1000)
         if i == 8:
             order["amount"] = "1500.5"  # a number sent as text is taken as the number
         orders.append(order)
     return orders
 
 
-def input_files() -> list[list[str]]:
-    """Two landing files of JSON lines: good orders, a re-sent one, and bad lines of every kind."""
-    orders = [json.dumps(o) for o in good_orders()]
+def input_files(t0: datetime = T0, ingest: datetime = INGEST) -> list[list[str]]:
+    """Two landing files of JSON lines: good orders from ``t0``, a re-sent one, and bad lines of every kind
+    (one a day ahead of ``ingest``)."""
+    orders = [json.dumps(o) for o in good_orders(t0)]
     bad = [
         '{"order_id": "b-1", "customer_id": "c1", "amount": ',                        # malformed JSON
         "not json at all",
-        json.dumps({"order_id": "b-2", "customer_id": "c1", "amount": -5, "currency": "EUR", "order_time": iso(T0)}),
-        json.dumps({"order_id": "b-3", "customer_id": "c2", "amount": 200000, "currency": "USD", "order_time": iso(T0)}),
-        json.dumps({"order_id": "b-4", "customer_id": "c3", "amount": 10, "currency": "JPY", "order_time": iso(T0)}),
-        json.dumps({"order_id": "b-5", "amount": 10, "currency": "EUR", "order_time": iso(T0)}),
-        json.dumps({"order_id": "b-6", "customer_id": "  ", "amount": 10, "currency": "EUR", "order_time": iso(T0)}),
+        json.dumps({"order_id": "b-2", "customer_id": "c1", "amount": -5, "currency": "EUR", "order_time": iso(t0)}),
+        json.dumps({"order_id": "b-3", "customer_id": "c2", "amount": 200000, "currency": "USD", "order_time": iso(t0)}),
+        json.dumps({"order_id": "b-4", "customer_id": "c3", "amount": 10, "currency": "JPY", "order_time": iso(t0)}),
+        json.dumps({"order_id": "b-5", "amount": 10, "currency": "EUR", "order_time": iso(t0)}),
+        json.dumps({"order_id": "b-6", "customer_id": "  ", "amount": 10, "currency": "EUR", "order_time": iso(t0)}),
         json.dumps({"order_id": "b-7", "customer_id": "c1", "amount": 10, "currency": "EUR", "gift": "maybe",
-                    "order_time": iso(T0)}),
+                    "order_time": iso(t0)}),
         json.dumps({"order_id": "b-8", "customer_id": "c1", "amount": 10, "currency": "GBP",
-                    "order_time": iso(INGEST + timedelta(days=1))}),                  # a clock far ahead
-        json.dumps({"order_id": "b-9", "customer_id": "c1", "amount": "lots", "currency": "GBP", "order_time": iso(T0)}),
+                    "order_time": iso(ingest + timedelta(days=1))}),                  # a clock far ahead
+        json.dumps({"order_id": "b-9", "customer_id": "c1", "amount": "lots", "currency": "GBP", "order_time": iso(t0)}),
     ]
     return [orders[:15] + bad[:5], orders[15:] + [orders[3]] + bad[5:]]  # orders[3] re-sent
 
@@ -132,7 +133,7 @@ def _time(value) -> datetime | None:
         return None
 
 
-def _field(name: str, value):
+def _field(name: str, value, ingest: datetime):
     """(typed value, reason) of one field; reason None when it passes."""
     if _missing(value):
         return None, f"missing field '{name}'" if name in REQUIRED else None
@@ -149,12 +150,12 @@ def _field(name: str, value):
         t = _time(value)
         if t is None:
             return None, "field 'order_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"
-        return t, None if t <= INGEST + AHEAD else "field 'order_time' is more than 2s ahead of ingest time"
+        return t, None if t <= ingest + AHEAD else "field 'order_time' is more than 2s ahead of ingest time"
     return value, None
 
 
-def decode_line(line: str) -> tuple[dict | None, str | None]:
-    """(order, None) for a valid line, (None, reason) for a dead letter."""
+def decode_line(line: str, ingest: datetime) -> tuple[dict | None, str | None]:
+    """(order, None) for a valid line taken in at ``ingest``, (None, reason) for a dead letter."""
     try:
         obj = json.loads(line)
     except ValueError:
@@ -163,18 +164,22 @@ def decode_line(line: str) -> tuple[dict | None, str | None]:
         return None, "malformed JSON: not a JSON object"
     order = {}
     for name in FIELDS:
-        order[name], reason = _field(name, obj.get(name))
+        order[name], reason = _field(name, obj.get(name), ingest)
         if reason:
             return None, reason
     return order, None
 
 
-def oracle(files: list[list[str]]) -> dict:
-    """Every output of the job file over these files, read in order in one micro-batch."""
+def oracle(files: list[list[str]], ingest: datetime = INGEST) -> dict:
+    """Every output of the job file over these files, read in order and taken in at ``ingest``.
+
+    ``revenue`` holds the windows append mode writes when all lines are read in one micro-batch
+    (those the final watermark has passed); ``windows`` every window (update mode's final rows).
+    """
     orders, dead, seen = [], [], set()
     for lines in files:
         for line in lines:
-            order, reason = decode_line(line)
+            order, reason = decode_line(line, ingest)
             if reason:
                 dead.append((line, reason))
             elif order["order_id"] not in seen:
@@ -194,6 +199,7 @@ def oracle(files: list[list[str]]) -> dict:
         "watermark": watermark,
         # append mode: a window is written once the watermark has passed its end
         "revenue": {k: (round(v[0], 6), v[1]) for k, v in windows.items() if k[1] <= watermark},
+        "windows": {k: (round(v[0], 6), v[1]) for k, v in windows.items()},
         "big-orders": {o["order_id"]: tuple(o[f] for f in FIELDS[1:]) for o in orders if o["amount"] > 1000},
         "per-customer": {c: (n, round(s, 6)) for c, (n, s) in customers.items()},
         "dead-letters": sorted(dead),
