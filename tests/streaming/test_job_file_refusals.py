@@ -28,9 +28,9 @@ def job_file(tmp_path, **sql):
     return path
 
 
-def refused(capsys, tmp_path, path, *args):
-    argv = ["run", "--job-file", str(path), "--source", f"files:{tmp_path / 'landing'}", "--state-dir",
-            str(tmp_path / "state"), "--trigger", "available-now", "--master", "local[2]", "--no-live",
+def refused(capsys, tmp_path, path, *args, source=None, trigger="available-now"):
+    argv = ["run", "--job-file", str(path), "--source", source or f"files:{tmp_path / 'landing'}", "--state-dir",
+            str(tmp_path / "state"), "--trigger", trigger, "--master", "local[2]", "--no-live",
             "--conf", "spark.sql.shuffle.partitions=2", *args]
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -83,3 +83,32 @@ def test_a_mode_the_output_does_not_list_is_refused_before_spark(capsys, tmp_pat
     line = refused(capsys, tmp_path, path, "--sink", "big-orders=console:", "--output-mode", "big-orders=update")
     assert line == "error: output 'big-orders' cannot be written in update mode: it fits append"
 
+
+SPEEDS = """\
+name: speeds
+schema:
+  time_field: event_time
+  fields:
+    - {name: event_id, type: string}
+    - {name: vehicle_id, type: string}
+    - {name: event_time, type: timestamp}
+    - {name: speed_kmh, type: double, min: 0, max: 400}
+    - {name: lat, type: double}
+    - {name: lon, type: double}
+outputs:
+  fast:
+    sql: SELECT vehicle_id, speed_kmh FROM events WHERE speed_kmh > 100
+  per-vehicle:
+    sql: SELECT vehicle_id, count(*) AS n FROM events GROUP BY vehicle_id
+    modes: [append, update, complete]
+"""
+
+
+def test_an_output_that_keeps_state_is_refused_in_continuous_mode_from_its_plan(spark, capsys, tmp_path):
+    path = tmp_path / "speeds.yaml"
+    path.write_text(SPEEDS)
+    line = refused(capsys, tmp_path, path, "--sink", "fast=memory:jf_fast", "--sink", "per-vehicle=memory:jf_per_vehicle",
+                   source="generator://?rate=100", trigger="continuous:1s")
+    # continuous mode sets no watermark, and writes append only: Spark's first objection is the mode's
+    assert line.startswith("error: output 'per-vehicle' cannot run in append mode: [STREAMING_OUTPUT_MODE.")
+    assert line.endswith(f"fix the SQL in {path}, or use a micro-batch trigger such as processing:1s")
