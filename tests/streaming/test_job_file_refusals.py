@@ -50,6 +50,7 @@ def refused(capsys, tmp_path, path, *args, source=None, trigger="available-now")
                                            "parameter with name `amout` cannot be resolved"),
     ("SELECT order_id, double_it(amount) FROM events", "[UNRESOLVED_ROUTINE] Cannot resolve routine `double_it`"),
     ("DROP TABLE events", "its SQL is a statement (DropTable), not a query: write a SELECT over the view events"),
+    ("SELECT 1 AS one", "its SQL does not read the view events: write it over FROM events"),
 ])
 def test_an_sql_error_names_the_output_and_the_file(spark, capsys, tmp_path, sql, reason):
     path = job_file(tmp_path, big_orders=(sql, "append"))
