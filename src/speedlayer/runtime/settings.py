@@ -33,7 +33,7 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    #: a built-in job's name (``speedlayer jobs``); or else
+    #: a built-in job's name (``speedlayer jobs``); a run gives this or ``job_file``
     job: str | None = None
     #: the path of a job file (``--job-file``, see docs/job-files.md)
     job_file: str | None = None

@@ -50,7 +50,7 @@ def job_from_spec(spec: JobFileSpec, file: str) -> Job:
         time_field=spec.schema_.time_field,
     )
     outputs: dict[str, Output] = {name: _output(name, o, file) for name, o in spec.outputs.items()}
-    outputs["dead-letters"] = DEAD_LETTERS
+    outputs["dead-letters"] = DEAD_LETTERS  # with a dedup key, the generic late output is added here too
     pipeline = partial(job_file_pipeline, time_field=schema.time_field, dedup_key=spec.dedup_key,
                        queries={name: (o.sql, tuple(o.key)) for name, o in spec.outputs.items()}, file=file)
     return Job(
@@ -84,5 +84,5 @@ def job_file_pipeline(events: DataFrame, params: Params, *, time_field: str, ded
     kept = drop_duplicates(watermarked, params, dedup_key) if dedup_key else watermarked
     view = kept.select(*fields)
     builders = {name: partial(output_query, view, name, sql, key, file) for name, (sql, key) in queries.items()}
-    # the generic late output (events behind the watermark, kept) plugs in here, from ``watermarked``
+    # the generic late output (events behind the watermark, kept) plugs in here: builders["late"] = ... watermarked
     return LazyOutputs(builders)
