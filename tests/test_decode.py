@@ -5,7 +5,7 @@ from datetime import datetime
 
 import pytest
 
-from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT, EventSchema, Field
 from speedlayer.decode.validate import decode
 
 INGEST = datetime(2026, 11, 22, 10, 0, 5)
@@ -170,3 +170,49 @@ def test_a_bound_given_alone_is_checked_too(spark):
     assert [e.id for e in decoded.events.collect()] == ["o1"]
     assert sorted(d.reason for d in decoded.dead_letters.collect()) == [
         "field 'amount' is outside [0, inf]", "field 'qty' is outside [-inf, 10]"]
+
+
+# --- optional fields, booleans, one-sided bounds (job files) ---------------------------------------
+
+ORDER = EventSchema(
+    name="order",
+    fields=(Field("id", "string"), Field("amount", "double", min=0), Field("items", "long", max=99, required=False),
+            Field("coupon", "string", choices=("A", "B"), required=False), Field("gift", "boolean", required=False),
+            Field("at", "timestamp")),
+    time_field="at",
+)
+ORDER_OK = '{"id": "o-1", "amount": 10.5, "items": 3, "coupon": "A", "gift": true, "at": "2026-11-22T10:00:03Z"}'
+
+
+@pytest.mark.parametrize("edit,expected", [
+    ((), ("o-1", 10.5, 3, "A", True)),
+    (('"items": 3, ', ""), ("o-1", 10.5, None, "A", True)),                 # an optional field missing
+    (('"coupon": "A"', '"coupon": null'), ("o-1", 10.5, 3, None, True)),    # ... null
+    (('"coupon": "A"', '"coupon": " "'), ("o-1", 10.5, 3, None, True)),     # ... blank
+    (('"gift": true, ', ""), ("o-1", 10.5, 3, "A", None)),
+    (("true", "false"), ("o-1", 10.5, 3, "A", False)),
+    (("true", '"true"'), ("o-1", 10.5, 3, "A", True)),                       # a boolean sent as text (text path)
+    (('"items": 3', '"items": "3"'), ("o-1", 10.5, 3, "A", True)),          # a number sent as text
+    (("10.5", "1e9"), ("o-1", 1e9, 3, "A", True)),                           # no upper bound on amount
+])
+def test_optional_fields_may_be_missing_and_booleans_are_typed(spark, edit, expected):
+    payload = ORDER_OK.replace(*edit) if edit else ORDER_OK
+    decoded = decode(raw(spark, payload, payload.replace('"o-1"', '"o-2"').replace("10.5", '"10.5"')), ORDER)
+    events = sorted(decoded.events.collect())  # the fast path, and the text path (amount as text)
+    assert [tuple(e[f.name] for f in ORDER.fields[:5]) for e in events] == [expected, ("o-2", *expected[1:])]
+    assert decoded.dead_letters.count() == 0
+
+
+@pytest.mark.parametrize("edit,reason", [
+    (("10.5", "-1"), "field 'amount' is below 0"),
+    (('"items": 3', '"items": 100'), "field 'items' is above 99"),
+    (('"items": 3', '"items": "many"'), "field 'items' is not a valid long"),
+    (('"coupon": "A"', '"coupon": "C"'), "field 'coupon' is not one of A, B"),
+    (("true", '"maybe"'), "field 'gift' is not a valid boolean"),
+    (("true", "[true]"), "field 'gift' is not a valid boolean"),
+    (('"id": "o-1", ', ""), "missing field 'id'"),                            # required stays required
+])
+def test_an_optional_field_with_a_bad_value_is_still_refused(spark, edit, reason):
+    decoded = decode(raw(spark, ORDER_OK.replace(*edit)), ORDER)
+    assert [d.reason for d in decoded.dead_letters.collect()] == [reason]
+    assert decoded.events.count() == 0

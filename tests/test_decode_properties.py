@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from speedlayer.core.schemas import APP_ACTION, RAW_SCHEMA, TEXT_LINE, VEHICLE_EVENT, EventSchema
+from speedlayer.core.schemas import APP_ACTION, RAW_SCHEMA, TEXT_LINE, VEHICLE_EVENT, EventSchema, Field
 from speedlayer.decode.text import decode_lines
 from speedlayer.decode.validate import decode
 
@@ -45,7 +45,16 @@ scalars = st.one_of(st.none(), st.booleans(), numbers, st.text(max_size=12), tim
 any_json = st.recursive(scalars,
                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
                         max_leaves=6)
-GOOD_VALUES = {"event_id": "e-1", "vehicle_id": "V1", "speed_kmh": 50.0, "lat": 52.5, "lon": 13.4, "id": "a-1", "action": "open"}
+GOOD_VALUES = {"event_id": "e-1", "vehicle_id": "V1", "speed_kmh": 50.0, "lat": 52.5, "lon": 13.4, "id": "a-1", "action": "open",
+               "order_id": "o-1", "amount": 10.0, "coupon": "A", "gift": True, "items": 3}
+#: a job file's kind of schema: optional fields, a boolean, one-sided bounds
+SHOP_ORDER = EventSchema(
+    name="shop order",
+    fields=(Field("order_id", "string"), Field("amount", "double", min=0),
+            Field("coupon", "string", choices=("A", "B"), required=False), Field("gift", "boolean", required=False),
+            Field("items", "long", max=99, required=False), Field("order_time", "timestamp")),
+    time_field="order_time",
+)
 
 
 @st.composite
@@ -108,17 +117,23 @@ def assert_a_good_time(event_time, ingest_time, schema: EventSchema):
 def assert_a_typed_event(event, schema: EventSchema):
     for f in schema.fields:
         value = event[f.name]
+        if value is None and not f.required:
+            continue
         assert value is not None, (f.name, event)
         if f.kind == "string":
             assert value.strip(" ") != "", (f.name, event)
         if f.kind == "double":
-            assert math.isfinite(value) and f.min <= value <= f.max, (f.name, event)
+            assert math.isfinite(value), (f.name, event)
+        if f.kind in ("double", "long"):
+            assert (f.min is None or f.min <= value) and (f.max is None or value <= f.max), (f.name, event)
+        if f.kind == "boolean":
+            assert isinstance(value, bool), (f.name, event)
         if f.choices:
             assert value in f.choices
     assert_a_good_time(event[schema.time_field], event.ingest_time, schema)
 
 
-@pytest.mark.parametrize("schema", [VEHICLE_EVENT, APP_ACTION], ids=lambda s: s.name)
+@pytest.mark.parametrize("schema", [VEHICLE_EVENT, APP_ACTION, SHOP_ORDER], ids=lambda s: s.name)
 def test_every_json_payload_is_one_typed_event_or_one_dead_letter_with_a_reason(spark, schema):
     @PROPERTY
     @given(st.lists(st.tuples(payloads(schema), ingest_kinds), min_size=1, max_size=40))

@@ -38,6 +38,12 @@ def run(capsys, *argv):
     (["run", "fleet", "--trip-gap"], "--trip-gap needs a value"),
     (["run", "fleet", "--incident-updates=yes"], "--incident-updates takes no value"),
     (["run", "fleet", "--allowed-lateness", "30s", "--sink", "windows=parquet:out/w"], "use --output-mode windows=append"),
+    # --- job files ---
+    (["run"], "no job to run: give a JOB (see 'speedlayer jobs') or --job-file FILE"),
+    (["run", "fleet", "--job-file", "orders.yaml"], "give a JOB or --job-file, not both (got 'fleet' and --job-file"),
+    (["run", "a.yml", "--job-file", "b.yml"], "give a JOB or --job-file, not both"),
+    (["run", "--job-file", "/nonexistent.yaml"], "job file /nonexistent.yaml does not exist"),
+    (["run", "/nonexistent.yml"], "job file /nonexistent.yml does not exist"),
 ])
 def test_user_mistakes_exit_2_with_one_line(capsys, argv, match):
     code, out, err = run(capsys, *argv)

@@ -132,3 +132,31 @@ def test_a_manifest_of_the_version_before_job_options_resumes_and_its_settings_s
     (state / MANIFEST).write_text(json.dumps({"job": "fleet", "settings": legacy, "run_state": manifest["run_state"]}))
     with pytest.raises(ConfigError, match=r"\(count_window 20 → 5\)"):
         prepared(state, trip_gap="10min", count_window=5)
+
+
+def test_a_resume_after_the_job_file_changed_what_it_computes_is_refused(tmp_path):
+    from tests.pipelines.job_file.orders import ORDERS_YAML
+
+    state, job_file = tmp_path / "st", tmp_path / "orders.yaml"
+    (tmp_path / "landing").mkdir()
+    job_file.write_text(ORDERS_YAML)
+
+    def prepared_job_file(path=job_file):
+        plan = plan_run(RunSettings(job_file=str(path), source=f"files:{tmp_path / 'landing'}", state_dir=str(state)))
+        prepare_state(plan)
+        return plan
+
+    first = prepared_job_file()
+    recorded = json.loads((state / MANIFEST).read_text())
+    assert recorded["job"] == "orders" and recorded["settings"]["job_definition"] == first.job.definition
+    with_progress(state)
+    job_file.write_text(ORDERS_YAML.replace("# a re-sent order counts once", "# comments may change"))
+    moved = tmp_path / "moved.yaml"
+    moved.write_text(job_file.read_text())
+    prepared_job_file(moved)  # neither a comment nor where the file lies changes the results
+    job_file.write_text(ORDERS_YAML.replace("amount > 1000", "amount > 5000"))
+    with pytest.raises(ConfigError) as refused:
+        prepared_job_file()
+    message = str(refused.value)
+    assert f"job_definition {first.job.definition} → sha256:" in message and "--allow-changed-settings" in message
+    assert json.loads((state / MANIFEST).read_text())["settings"]["job_definition"] == first.job.definition

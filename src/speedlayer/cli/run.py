@@ -21,8 +21,9 @@ _O = typer.Option
 
 def run_command(
     ctx: typer.Context,
-    job: str | None = typer.Argument(None, help="job to run: a name (see 'speedlayer jobs') or MODULE:ATTRIBUTE "
-                                                "(default: job: in --config)"),
+    job: str | None = typer.Argument(None, help="job to run: a name (see 'speedlayer jobs'), MODULE:ATTRIBUTE, or a job "
+                                                "file (.yaml, .yml) (default: job: in --config)"),
+    job_file: str | None = _O(None, "--job-file", help="YAML job file: schema, watermark, outputs as Spark SQL"),
     source: str | None = _O(None, "--source", help="source URI, e.g. generator://?rate=5000 or files:///landing"),
     sink: list[str] | None = _O(None, "--sink", help="NAME=URI, e.g. windows=parquet:out/windows (repeatable)"),
     trigger: str | None = _O(None, "--trigger", help="processing:5s | available-now | once | continuous:1s | realtime:5min"),
@@ -56,16 +57,17 @@ def run_command(
     host: str = _O("127.0.0.1", "--host", help="address the dashboard and metrics bind to"),
     metrics_port: int | None = _O(None, "--metrics-port", help="also serve Prometheus /metrics alone on this port"),
 ) -> None:
-    """Run JOB from a source into sinks until stopped (Ctrl-C), --duration, or --max-events.
+    """Run JOB (or a job file) from a source into sinks until stopped (Ctrl-C), --duration, or --max-events.
 
     The job's own options are flags too (e.g. the fleet's --trip-gap 10min): 'speedlayer run JOB --help' lists them.
     """
     if duration is not None and max_events is not None:
         raise click.UsageError("give --duration or --max-events, not both")
+    job, job_file = job_and_file(job, job_file)
     file_values = load_yaml(config) if config else {}
-    options, inputs = _job_flags(job or file_values.get("job"), ctx.args)
+    options, inputs = _job_flags(job or file_values.get("job"), job_file or file_values.get("job_file"), ctx.args)
     flags = {
-        "job": job, "source": source, "sinks": pairs(sink, "--sink", "NAME=URI"), "trigger": trigger,
+        "job": job, "job_file": job_file, "source": source, "sinks": pairs(sink, "--sink", "NAME=URI"), "trigger": trigger,
         "output_mode": output_modes(output_mode), "watermark": watermark, "max_ahead": max_ahead, "dedup": dedup,
         "window": window, "slide": slide, "sliding_window": sliding_window, "state_dir": state_dir,
         "duration": duration, "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
@@ -92,16 +94,36 @@ def _surfaces(live: bool, dashboard: bool | None, dashboard_port: int | None, ho
     return Surfaces(wants_dashboard, dashboard_port, host, metrics_port)
 
 
-def _job_flags(job: str | None, args: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+def job_and_file(job: str | None, job_file: str | None) -> tuple[str | None, str | None]:
+    """The JOB argument and --job-file, a JOB that ends in .yaml or .yml being a job file.
+
+    >>> job_and_file("orders.yaml", None), job_and_file("fleet", None)
+    ((None, 'orders.yaml'), ('fleet', None))
+    """
+    if job is not None and job_file is not None:
+        raise click.UsageError(f"give a JOB or --job-file, not both (got {job!r} and --job-file {job_file!r})")
+    if job is not None and job.lower().endswith((".yaml", ".yml")):
+        return None, job
+    return job, job_file
+
+
+def _job_flags(job: str | None, job_file: str | None, args: list[str]) -> tuple[dict[str, str], dict[str, str]]:
     """The job's own options and inputs given as flags (``--trip-gap 10min``, ``--rides URI``)."""
-    if job is None:
-        raise click.UsageError("name the job to run: speedlayer run JOB (see 'speedlayer jobs'), or job: in --config")
+    if job is None and job_file is None:
+        raise click.UsageError("name the job to run: speedlayer run JOB (see 'speedlayer jobs'), a job file, "
+                               "or job: in --config")
     if not args:
         return {}, {}
     from speedlayer.cli.job_flags import parse_job_flags
-    from speedlayer.pipelines import get_job
 
-    return parse_job_flags(args, get_job(str(job)))
+    return parse_job_flags(args, _resolve(job, job_file))
+
+
+def _resolve(job: str | None, job_file: str | None):
+    from speedlayer.pipelines import get_job
+    from speedlayer.pipelines.job_file import load_job_file
+
+    return load_job_file(str(job_file)) if job_file else get_job(str(job))
 
 
 class RunCommand(TyperCommand):
@@ -129,9 +151,8 @@ class RunCommand(TyperCommand):
 
 def _named_job(name: str):
     from speedlayer.core.errors import SpeedlayerError
-    from speedlayer.pipelines import get_job
 
     try:
-        return get_job(name)
-    except SpeedlayerError:
+        return _resolve(*job_and_file(name, None))
+    except (SpeedlayerError, click.UsageError):
         return None

@@ -33,18 +33,30 @@ DEAD_LETTER_SCHEMA = T.StructType(
     ]
 )
 
-Kind = Literal["string", "double", "long", "timestamp"]
+Kind = Literal["string", "double", "long", "boolean", "timestamp"]
+#: the Spark type of each kind of field
+SPARK_TYPES: dict[str, T.DataType] = {"string": T.StringType(), "double": T.DoubleType(), "long": T.LongType(),
+                                      "boolean": T.BooleanType(), "timestamp": T.TimestampType()}
 
 
 @dataclass(frozen=True)
 class Field:
-    """One field of an event: its type and the range a valid value lies in (inclusive), or its allowed values."""
+    """One field of an event: its type and the range a valid value lies in (inclusive), or its allowed values.
+
+    A required field that is missing (or null, or blank text) makes the event a dead letter; an
+    optional one (``required=False``) may be missing, and is then null, but a value it has must pass
+    the same checks.
+
+    >>> Field("coupon", "string", required=False).required
+    False
+    """
 
     name: str
     kind: Kind
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] | None = None
+    required: bool = True
 
 
 #: 2000-01-01T00:00:00Z: an event time before it is a clock that was reset (to 1970, the GPS epoch
@@ -74,8 +86,7 @@ class EventSchema:
 
     def spark_type(self) -> T.StructType:
         """The typed Spark schema of accepted events (plus ``ingest_time``)."""
-        types = {"string": T.StringType(), "double": T.DoubleType(), "long": T.LongType(), "timestamp": T.TimestampType()}
-        cols = [T.StructField(f.name, types[f.kind]) for f in self.fields]
+        cols = [T.StructField(f.name, SPARK_TYPES[f.kind]) for f in self.fields]
         return T.StructType(cols + [T.StructField("ingest_time", T.TimestampType())])
 
 

@@ -6,7 +6,6 @@ the same on a static DataFrame and on a stream, in micro-batch and continuous mo
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -15,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from speedlayer.core.durations import format_duration
-from speedlayer.core.schemas import LATEST_MS, EventSchema, Field
+from speedlayer.core.schemas import LATEST_MS, SPARK_TYPES, EventSchema, Field
 
 _CORRUPT = "_corrupt_record"
 #: the epoch milliseconds a Spark timestamp (microseconds in a long) holds
@@ -39,8 +38,7 @@ def _text_schema(schema: EventSchema) -> T.StructType:
 def _fast_schema(schema: EventSchema) -> T.StructType:
     # Numbers parsed straight into their type (no text copy, no second parse); times stay text,
     # since a JSON number there means epoch milliseconds, which a typed parse would take as seconds.
-    types = {"string": T.StringType(), "double": T.DoubleType(), "long": T.LongType(), "timestamp": T.StringType()}
-    fields = [T.StructField(f.name, types[f.kind]) for f in schema.fields]
+    fields = [T.StructField(f.name, T.StringType() if f.kind == "timestamp" else SPARK_TYPES[f.kind]) for f in schema.fields]
     return T.StructType(fields + [T.StructField(_CORRUPT, T.StringType())])
 
 
@@ -65,12 +63,29 @@ def _typed(field: Field, text: Column) -> Column:
 
 
 def _in_range(field: Field, typed: Column) -> Column | None:
-    """Whether a value is outside the field's bounds (either may be open); None: the field has none."""
-    below = typed < field.min if field.min is not None else None
-    above = typed > field.max if field.max is not None else None
-    if below is None or above is None:
-        return below if above is None else above
-    return below | above
+    """Whether the value lies outside the field's bounds (either may be missing), or None without bounds."""
+    if field.min is None and field.max is None:
+        return None
+    if field.max is None:
+        return typed < field.min
+    if field.min is None:
+        return typed > field.max
+    return (typed < field.min) | (typed > field.max)
+
+
+def _range_text(field: Field) -> str:
+    if field.max is None:
+        return f"below {field.min:g}"
+    if field.min is None:
+        return f"above {field.max:g}"
+    return f"outside [{field.min:g}, {field.max:g}]"
+
+
+def _present(field: Field, value: Column) -> Column:
+    """Whether an optional field has a value (JSON text or the fast parse's value): not missing, null or blank."""
+    if field.kind in ("string", "timestamp"):
+        return value.isNotNull() & (F.trim(value) != "")
+    return value.isNotNull()
 
 
 def _not_a_choice(field: Field, typed: Column) -> Column | None:
@@ -130,15 +145,15 @@ def _iso(epoch_ms: int) -> str:
 
 def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, schema: EventSchema) -> Column:
     name = field.name
+    invalid = typed.isNull() if field.required else _present(field, text) & typed.isNull()
     checks = [
-        F.when(text.isNull() | (F.trim(text) == ""), F.lit(f"missing field '{name}'")),
-        F.when(typed.isNull(), F.lit(f"field '{name}' is not a valid {field.kind}"
-                                     + (" (ISO-8601 or epoch milliseconds)" if field.kind == "timestamp" else ""))),
+        *([F.when(text.isNull() | (F.trim(text) == ""), F.lit(f"missing field '{name}'"))] if field.required else []),
+        F.when(invalid, F.lit(f"field '{name}' is not a valid {field.kind}"
+                              + (" (ISO-8601 or epoch milliseconds)" if field.kind == "timestamp" else ""))),
     ]
     outside = _in_range(field, typed)
     if outside is not None:
-        low, high = (-math.inf if field.min is None else field.min), (math.inf if field.max is None else field.max)
-        checks.append(F.when(outside, F.lit(f"field '{name}' is outside [{low:g}, {high:g}]")))
+        checks.append(F.when(outside, F.lit(f"field '{name}' is {_range_text(field)}")))
     unknown = _not_a_choice(field, typed)
     if unknown is not None:
         checks.append(F.when(unknown, F.lit(f"field '{name}' is not one of {', '.join(field.choices)}")))
@@ -147,10 +162,17 @@ def _reason(field: Field, text: Column, typed: Column, ingest_time: Column, sche
     return F.coalesce(*checks)
 
 
-def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column) -> Column:
-    """Whether every typed field (of the fast parse, or of the text path) is present and valid."""
+def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column,
+              present: dict[str, Column] | None = None) -> Column:
+    """Whether every typed field (of the fast parse, or of the text path) is present and valid.
+
+    ``present`` tells, for each optional field, whether it has a value: one without passes.
+    """
     ok = F.lit(True)
     for f in schema.fields:
+        if not f.required:
+            ok = ok & _optional_ok(f, typed[f.name], present[f.name])
+            continue
         ok = ok & typed[f.name].isNotNull()
         for refused in (_in_range(f, typed[f.name]), _not_a_choice(f, typed[f.name])):
             if refused is not None:
@@ -158,6 +180,15 @@ def _accepted(schema: EventSchema, typed: dict[str, Column], ingest_time: Column
         if f.name == schema.time_field:
             ok = ok & time_accepted(typed[f.name], ingest_time, schema)
     return ok
+
+
+def _optional_ok(field: Field, typed: Column, present: Column) -> Column:
+    """An optional field passes without a value, or with a valid one (never null: the row is decided)."""
+    ok = typed.isNotNull()
+    for refused in (_in_range(field, typed), _not_a_choice(field, typed)):
+        if refused is not None:
+            ok = ok & ~refused
+    return ~present | ok
 
 
 def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, latency_sample: float = 1.0) -> Decoded:
@@ -180,11 +211,14 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
     fast = F.from_json("value", _fast_schema(schema), options)
     # Each field is typed once into its own column; the checks and the output read those columns.
     fast_names = {f.name: f"_f_{f.name}" for f in schema.fields}
+    # An optional field also gets whether it has a value (a schema of required fields only gets nothing more).
+    optional = [f for f in schema.fields if not f.required]
     typed = raw.select("value", "key", "offset", "ingest_time", fast[_CORRUPT].alias(_CORRUPT),
-                       *(_typed(f, fast[f.name]).alias(fast_names[f.name]) for f in schema.fields))
+                       *(_typed(f, fast[f.name]).alias(fast_names[f.name]) for f in schema.fields),
+                       *(_present(f, fast[f.name]).alias(f"_p_{f.name}") for f in optional))
     fast_cols = {f.name: F.col(fast_names[f.name]) for f in schema.fields}
     accepted = (F.col("value").isNotNull() & F.col(_CORRUPT).isNull()
-                & _accepted(schema, fast_cols, F.col("ingest_time")))
+                & _accepted(schema, fast_cols, F.col("ingest_time"), {f.name: F.col(f"_p_{f.name}") for f in optional}))
     # The text parse gets a column of its own (null for accepted rows): written inline, its schema
     # stood in each check that reads it (an optimized plan of 27,000 characters, not 8,000, planned
     # again every micro-batch). It shares one projection with ``_accepted``, which it reads: every
@@ -201,7 +235,8 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
     slow_cols = {f.name: _typed(f, text[f.name]) for f in schema.fields}
     # Whether a row is valid is told apart from why it is not: a query of events reads only the
     # former, so the reasons (most of decode's expressions) are planned only by a dead-letter query.
-    slow_valid = text.isNotNull() & text[_CORRUPT].isNull() & _accepted(schema, slow_cols, F.col("ingest_time"))
+    slow_present = {f.name: _present(f, text[f.name]) for f in optional}
+    slow_valid = text.isNotNull() & text[_CORRUPT].isNull() & _accepted(schema, slow_cols, F.col("ingest_time"), slow_present)
     typed_names = {f.name: f"_t_{f.name}" for f in schema.fields}
     checked = typed.select(
         "value", "key", "offset", "ingest_time", "_text",

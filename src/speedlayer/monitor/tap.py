@@ -38,9 +38,9 @@ TAP_ROWS = 30
 
 
 def tapped_outputs(run: Run, feed: ResultsFeed) -> list[str]:
-    """Stateless outputs of the job's main stream that no console sink shows."""
+    """Stateless outputs of the job's main stream that no console sink shows (not one whose plan is yet to tell)."""
     return [name for name, out in run.plan.job.outputs.items()
-            if not out.stateful and not out.inputs and name != "dead-letters" and name not in feed.fed_by_sink]
+            if out.stateful is False and not out.inputs and name != "dead-letters" and name not in feed.fed_by_sink]
 
 
 def start_tap(run: Run, feed: ResultsFeed) -> Any | None:

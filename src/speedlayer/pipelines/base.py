@@ -47,7 +47,8 @@ class Output:
     summary: str
     modes: tuple[str, ...]
     default_mode: str
-    stateful: bool
+    #: whether its query keeps state; None: found from the query's plan before start (job files' SQL)
+    stateful: bool | None
     #: the columns that identify a row (upserting sinks key on them)
     key: tuple[str, ...] = ()
     #: checks the settings this output depends on, in the mode it is written in (raises ConfigError):
@@ -66,6 +67,8 @@ class Output:
     inputs: tuple[str, ...] = ()
     #: this output is the dead letters of that input (it reads neither the main source nor the pipeline)
     dead_letters_of: str | None = None
+    #: the file that defines this output (a job file): a refusal of its query says to fix it there
+    defined_in: str | None = None
 
     def for_params(self, params: Params) -> Output:
         """This output under the run's settings.
@@ -109,6 +112,9 @@ class Job:
     #: local files or directories the job reads on executors (a model, a table), what -> path: on a
     #: cluster each is checked to be shared by every machine before start (``speedlayer.runtime.reach``)
     shared_paths: Callable[[Params], Mapping[str, Path]] | None = None
+    #: a digest of what the job computes, when a file defines it (a job file): the run manifest
+    #: records it, and a resume after it changed is refused like a changed setting
+    definition: str | None = None
 
     def __post_init__(self) -> None:
         """Checks the dedup key, and keys the ``late`` output (the name is reserved for ``LATE``) by it."""

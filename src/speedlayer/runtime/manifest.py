@@ -21,6 +21,8 @@ from typing import Any
 from speedlayer.core.errors import ConfigError
 
 MANIFEST = "speedlayer-run.json"
+#: the recorded setting that holds a job file's digest (``Job.definition``): what the job computes
+JOB_DEFINITION = "job_definition"
 LOCK_FILE = "run.lock"
 ALLOW_FLAG = "--allow-changed-settings"
 #: settings that do not change what a query computes: a resume may change them freely.
@@ -32,6 +34,7 @@ NEUTRAL_SETTINGS = frozenset({
     "master", "conf", "spark_ui", "ship",  # where and how Spark runs
     "sinks",                           # adding an output starts its own checkpoint; URIs are the user's choice
     "state_dir", "allow_changed_settings",
+    "job_file",                        # where the job file lies; what it defines is compared as job_definition
     "incident_initial_state",          # read only when the incidents query first starts
 })
 

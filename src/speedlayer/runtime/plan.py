@@ -21,9 +21,11 @@ from speedlayer.core.modes import OUTPUT_MODES
 from speedlayer.core.uris import is_secret_option, parse_options
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import Job, Output, Params
+from speedlayer.pipelines.job_file import load_job_file
 from speedlayer.runtime.checkpoints import check_intact, told_when_full
 from speedlayer.runtime.code_shipping import plan_code_shipping
 from speedlayer.runtime.manifest import (
+    JOB_DEFINITION,
     StateLock,
     check_resume,
     has_progress,
@@ -160,7 +162,8 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
 
     >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
     """
-    job = get_job(settings.job) if job is None else job
+    if job is None:
+        job = load_job_file(settings.job_file) if settings.job_file else get_job(settings.job)
     settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
     trigger = parse_trigger(settings.trigger)
@@ -206,6 +209,8 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
 
 def _open_source(settings: RunSettings, job: Job, trigger: Trigger) -> Source:
     """The run's main source, checked against the trigger."""
+    if not settings.source:
+        raise ConfigError(f"job {job.name!r} names no default source: give --source URI (e.g. files:///landing?format=json)")
     source = open_source(settings.source)
     source.event_schema = job.schema
     source.continuous = trigger.continuous
@@ -323,6 +328,8 @@ def prepare_state(plan: RunPlan) -> None:
         return
     recorded = read_manifest(plan.state_dir, plan.job.name) or {}
     settings, job_options = plan.settings.masked(), _job_options(plan.params)
+    if plan.job.definition is not None:  # a job file: what it computes is compared like a setting
+        settings[JOB_DEFINITION] = plan.job.definition
     if recorded and has_progress(plan.state_dir):
         before = resume_view(_upgraded(recorded.get("settings", {})), recorded.get("job_options"))
         note = check_resume(before, resume_view(settings, job_options), plan.state_dir,

@@ -24,10 +24,11 @@ from speedlayer.decode.validate import decode
 from speedlayer.monitor.executors import ExecutorWatch, save_report
 from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.runtime.checkpoints import told_when_full
-from speedlayer.runtime.plan import RunPlan, prepare_state
+from speedlayer.runtime.plan import QueryPlan, RunPlan, prepare_state
 from speedlayer.runtime.reach import check_reachable, run_places
 from speedlayer.runtime.session import is_local
 from speedlayer.runtime.stopping import first_line, raise_if_failed_while_stopping, stop_after_batch
+from speedlayer.runtime.streamable import check_streamable, keeps_state
 from speedlayer.sinks.base import Target
 from speedlayer.sources.base import Source
 
@@ -150,21 +151,14 @@ class Run:
         self._started_at = time.monotonic()
         plan = self.plan
         try:
-            for qp in plan.queries:
-                # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
-                jvm_only = plan.trigger.continuous or plan.trigger.realtime
-                target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode),
-                                rejected=str(plan.state_dir / "rejected" / qp.output.name))
-                df = qp.sink.records(build_output(self.spark, plan, qp.output.name), target)
-                writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
-                          .option("checkpointLocation", str(qp.checkpoint)))
-                writer = plan.trigger.apply(writer)
-                if qp.output.per_batch is not None:
-                    writer = PerBatchWriter(writer, qp.output.per_batch)
-                    df = _per_batch_schema_frame(self.spark, df, qp.output.per_batch)
-                query = qp.sink.start(writer, df, target)
-                qp.name = query.name  # a sink may name its query (the memory sink names its table so)
-                self.queries.append(query)
+            built = [self._build(qp) for qp in plan.queries]
+            # Spark checks a query against its mode only when it starts: every query is checked before the first does
+            for qp, df, _ in built:
+                check_streamable(df, qp.output, qp.mode, plan.trigger.continuous, qp.sink.modes)
+                if qp.output.stateful is None:  # a job file's output: its plan tells
+                    qp.output = dataclasses.replace(qp.output, stateful=keeps_state(df))
+            for qp, df, target in built:
+                self._start_query(qp, df, target)
         except SpeedlayerError:
             self._stop_all()
             self.plan.unlock_state()
@@ -175,6 +169,26 @@ class Run:
             raise QueryFailedError(f"could not start the {plan.job.name} job: {first_line(exc)}") from exc
         if self._on_started:
             self._on_started(self)
+
+    def _build(self, qp: QueryPlan) -> tuple[QueryPlan, Any, Target]:
+        """The DataFrame one query writes, as its sink takes it, and what the sink is told."""
+        plan = self.plan
+        # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
+        jvm_only = plan.trigger.continuous or plan.trigger.realtime
+        target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode),
+                        rejected=str(plan.state_dir / "rejected" / qp.output.name))
+        return qp, qp.sink.records(build_output(self.spark, plan, qp.output.name), target), target
+
+    def _start_query(self, qp: QueryPlan, df: Any, target: Target) -> None:
+        writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
+                  .option("checkpointLocation", str(qp.checkpoint)))
+        writer = self.plan.trigger.apply(writer)
+        if qp.output.per_batch is not None:
+            writer = PerBatchWriter(writer, qp.output.per_batch)
+            df = _per_batch_schema_frame(self.spark, df, qp.output.per_batch)
+        query = qp.sink.start(writer, df, target)
+        qp.name = query.name  # a sink may name its query (the memory sink names its table so)
+        self.queries.append(query)
 
     def _share_cores(self) -> None:
         """Continuous mode runs one task per source partition for good: the queries must fit the cores."""

@@ -1,7 +1,7 @@
 """Run settings: from a YAML file (``--config``) and CLI flags, flags winning; validated by pydantic.
 
     # fleet.yaml
-    job: fleet
+    job: fleet                # or job_file: orders.yaml (a job file, see docs/job-files.md)
     source: generator://?rate=20000&seed=7
     sinks:
       windows: parquet:out/windows
@@ -35,7 +35,10 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    job: str
+    #: a built-in job's name (``speedlayer jobs``); a run gives this or ``job_file``
+    job: str | None = None
+    #: the path of a job file (``--job-file``, see docs/job-files.md)
+    job_file: str | None = None
     source: str = DEFAULT_SOURCE
     sinks: dict[str, str] = Field(default_factory=dict)
     trigger: str = "processing:0s"
@@ -98,6 +101,14 @@ class RunSettings(BaseModel):
         if isinstance(value, Mapping):
             return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
         return value
+
+    @model_validator(mode="after")
+    def _one_job(self) -> RunSettings:
+        if self.job and self.job_file:
+            raise ValueError(f"give a JOB or --job-file, not both (got job {self.job!r} and job_file {self.job_file!r})")
+        if not self.job and not self.job_file:
+            raise ValueError("no job to run: give a JOB (see 'speedlayer jobs') or --job-file FILE")
+        return self
 
     def masked(self) -> dict[str, Any]:
         """The settings with every secret masked (URI passwords, secret-looking conf, URI and job options),
@@ -194,6 +205,9 @@ def build_settings(file_values: Mapping[str, Any], flag_values: Mapping[str, Any
     Mappings (sinks, conf, output modes, job options) merge key by key.
     """
     merged: dict[str, Any] = dict(file_values)
+    for key, other in (("job", "job_file"), ("job_file", "job")):
+        if flag_values.get(key):  # a job given on the command line replaces the config file's
+            merged.pop(other, None)
     if "output_mode" in merged:
         merged["output_mode"] = RunSettings._one_mode_for_all(merged["output_mode"])
     for key, value in flag_values.items():
@@ -207,7 +221,9 @@ def build_settings(file_values: Mapping[str, Any], flag_values: Mapping[str, Any
         settings = RunSettings(**merged)
     except ValidationError as exc:
         err = exc.errors()[0]
-        name = ".".join(str(p) for p in err["loc"]) or "settings"
+        if not err["loc"]:  # the settings as a whole (which job)
+            raise ConfigError(str(err["msg"]).removeprefix("Value error, ")) from None
+        name = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
             raise ConfigError(f"unknown setting {name!r}: known settings are {', '.join(RunSettings.model_fields)}") from None
         if err["type"] == "missing":

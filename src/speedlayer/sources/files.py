@@ -39,11 +39,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from speedlayer.core.errors import ConfigError, SourceError
+from speedlayer.core.schemas import SPARK_TYPES
 from speedlayer.core.uris import Uri, parse_options
 from speedlayer.sources.base import Source, snake_case_options
 
 _CORRUPT = "_corrupt_record"
-_WIRE_TYPES = {"string": T.StringType(), "double": T.DoubleType(), "long": T.LongType(), "timestamp": T.TimestampType()}
 
 
 class FilesOptions(BaseModel):
@@ -178,7 +178,7 @@ class FilesSource(Source):
 
     def _parquet_schema(self, spark: SparkSession) -> T.StructType:
         """The event fields with the column types of the oldest parquet file present, else the wire types."""
-        wire = {f.name: _WIRE_TYPES[f.kind] for f in self.event_schema.fields}
+        wire = {f.name: SPARK_TYPES[f.kind] for f in self.event_schema.fields}
         files = sorted((p for p in self.path.rglob("*.parquet") if not p.name.startswith((".", "_"))),
                        key=lambda p: p.stat().st_mtime) if self.path.is_dir() else []
         found = {}

@@ -1,0 +1,108 @@
+"""Reading a job file: YAML to a validated ``JobFileSpec``, or one line naming the file, the key and the fix.
+
+>>> read_spec(Path("orders.yaml")).name  # doctest: +SKIP
+'orders'
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from speedlayer.core.errors import ConfigError
+from speedlayer.pipelines.job_file.spec import JobFileSpec
+
+#: what a missing key holds, said when it is missing
+_WHAT = {
+    "name": "the job's name, e.g. name: orders",
+    "schema": "the events' fields and time_field",
+    "time_field": "the timestamp field that is event time",
+    "fields": "a list of {name, type} for each field of the events",
+    "type": "one of string, double, long, boolean, timestamp",
+    "outputs": "at least one output with its sql",
+    "sql": "a Spark SQL query over the view events",
+}
+
+
+def read_spec(path: Path) -> JobFileSpec:
+    """The job file at ``path``, validated; a ConfigError in one line otherwise."""
+    if not path.is_file():
+        raise ConfigError(f"job file {path} does not exist: check the path given to --job-file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"job file {path} is not valid YAML{where} ({problem}): fix its syntax "
+                          "(a value holding ': ' or starting with a quote must be quoted whole)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"job file {path} cannot be read ({exc.__class__.__name__}): check the file") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"job file {path} must be a mapping with name:, schema: and outputs: (see docs/job-files.md)")
+    try:
+        return JobFileSpec.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        # a misspelt key is told first: it is often why another key is missing
+        raise ConfigError(describe(path, next((e for e in errors if e["type"] == "extra_forbidden"), errors[0]))) from None
+
+
+def describe(path: Path, error: Mapping) -> str:
+    """One pydantic error as one line: the file, the key (``outputs.revenue.modes.0``), what is wrong, the fix."""
+    loc = tuple(error["loc"])
+    key = ".".join(str(p) for p in loc)
+    where = f"job file {path}: {key}" if key else f"job file {path}"
+    kind, message = error["type"], str(error["msg"]).removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        known = _known_keys(loc[:-1])
+        return f"job file {path}: unknown key {key!r}: " + (f"use one of {', '.join(known)}" if known else "remove it")
+    if kind == "missing":
+        what = _WHAT.get(str(loc[-1]))
+        return f"{where} is missing: add it" + (f" ({what})" if what else "")
+    if kind in ("string_type", "literal_error") and isinstance(error.get("input"), (bool, int, float)):
+        message += " (YAML reads yes, no, on, off and numbers as such): quote the value"
+    if kind == "value_error":
+        return f"{where}: {message}"
+    return f"{where}: {message} (got {error.get('input')!r})"
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys the mapping at ``loc`` takes (by alias), found by walking the model's fields."""
+    model: Any = JobFileSpec
+    for part in loc:
+        model = _step(model, part)
+        if model is None:
+            return []
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return [f.alias or name for name, f in model.model_fields.items()]
+    return []
+
+
+def _step(annotation: Any, part: Any) -> Any:
+    """The type one step into ``annotation``: a model's field, a list's item, a dict's value."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        for name, f in annotation.model_fields.items():
+            if part in (name, f.alias):
+                return _unwrap(f.annotation)
+        return None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is list and args:
+        return _unwrap(args[0])
+    if origin is dict and len(args) == 2:
+        return _unwrap(args[1])
+    return None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``X | None`` as ``X``."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return annotation
