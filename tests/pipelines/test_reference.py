@@ -97,7 +97,7 @@ def test_a_config_files_job_may_be_a_reference(here, capsys, tmp_path):
     line = one_line_error(capsys, "run", "--config", "wrong.yaml")
     assert "module ref_jobs_d has no attribute 'NOTHING'" in line
     line = one_line_error(capsys, "run")
-    assert line == "error: setting 'job' is required: give it on the command line or in the config file"
+    assert line.startswith("error: name the job to run: speedlayer run JOB (see 'speedlayer jobs'), a job file")
 
 
 def test_the_debug_option_shows_the_import_errors_traceback(here, capsys, monkeypatch):

@@ -62,7 +62,7 @@ def test_with_stops_a_running_job_gracefully_by_reference(spark, landing, tmp_pa
 
 
 def test_a_mistake_is_refused_before_anything_starts(tmp_path):
-    with pytest.raises(speedlayer.ConfigError, match=r"unknown setting 'windw': known settings are job, source"):
+    with pytest.raises(speedlayer.ConfigError, match=r"unknown setting 'windw': known settings are job, job_file, source"):
         speedlayer.run(SHOP, windw="10s")
     with pytest.raises(speedlayer.ConfigError, match=r"job 'shop' has no output 'nope': its outputs are orders, totals"):
         speedlayer.run(SHOP, sinks={"nope": "console:"})

@@ -39,7 +39,7 @@ def run(capsys, *argv):
     (["run", "fleet", "--incident-updates=yes"], "--incident-updates takes no value"),
     (["run", "fleet", "--allowed-lateness", "30s", "--sink", "windows=parquet:out/w"], "use --output-mode windows=append"),
     # --- job files ---
-    (["run"], "no job to run: give a JOB (see 'speedlayer jobs') or --job-file FILE"),
+    (["run"], "name the job to run: speedlayer run JOB (see 'speedlayer jobs'), a job file, or job: in --config"),
     (["run", "fleet", "--job-file", "orders.yaml"], "give a JOB or --job-file, not both (got 'fleet' and --job-file"),
     (["run", "a.yml", "--job-file", "b.yml"], "give a JOB or --job-file, not both"),
     (["run", "--job-file", "/nonexistent.yaml"], "job file /nonexistent.yaml does not exist"),
