@@ -57,10 +57,7 @@ def run_command(
     host: str = _O("127.0.0.1", "--host", help="address the dashboard and metrics bind to"),
     metrics_port: int | None = _O(None, "--metrics-port", help="also serve Prometheus /metrics alone on this port"),
 ) -> None:
-    """Run JOB (or a job file) from a source into sinks until stopped (Ctrl-C), --duration, or --max-events.
-
-    The job's own options are flags too (e.g. the fleet's --trip-gap 10min): 'speedlayer run JOB --help' lists them.
-    """
+    """Run JOB (or a job file) from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
         raise click.UsageError("give --duration or --max-events, not both")
     job, job_file = job_and_file(job, job_file)

@@ -202,6 +202,23 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
     >>> decoded.events.columns                            # doctest: +SKIP
     ['event_id', 'vehicle_id', 'event_time', 'speed_kmh', 'lat', 'lon', 'ingest_time', 'offset']
     """
+    typed, fast_cols, optional = _both_paths(raw, schema)
+    checked, typed_names, slow_cols = _checked(typed, schema, fast_cols, optional)
+    if observe:
+        from speedlayer.decode.observation import observe_latency, sampled_by
+
+        sample = sampled_by([F.col(name) for name in typed_names.values()], latency_sample)
+        checked = observe_latency(checked, observe, F.col("_valid"), F.col(typed_names[schema.time_field]),
+                                  F.col("ingest_time"), sample)
+    events = checked.where(F.col("_valid")).select(
+        *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time", "offset"
+    )
+    return Decoded(events=events, dead_letters=_dead_letters(checked, schema, slow_cols))
+
+
+def _both_paths(raw: DataFrame, schema: EventSchema) -> tuple[DataFrame, dict[str, Column], list[Field]]:
+    """RAW rows with each field typed by the fast parse, whether the fast path accepts the row
+    (``_accepted``), and the text parse of the rows it does not (``_text``)."""
     # Two paths. The fast one parses numbers straight into their types, as a hand-written job would;
     # nearly every event passes its checks and is taken from there. Only a row it does not accept
     # takes the text path, which reads every field as text to tell "missing" from "not a number",
@@ -228,6 +245,13 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
     text_parse = F.from_json("value", _text_schema(schema), options)
     typed = typed.select("value", "key", "offset", "ingest_time", *fast_names.values(), accepted.alias("_accepted"),
                          F.when(accepted, F.lit(None)).otherwise(text_parse).alias("_text"))
+    return typed, fast_cols, optional
+
+
+def _checked(typed: DataFrame, schema: EventSchema, fast_cols: dict[str, Column],
+             optional: list[Field]) -> tuple[DataFrame, dict[str, str], dict[str, Column]]:
+    """Each field's value from the path that took the row (``_t_*``) and whether the row is valid
+    (``_valid``); also the names of those columns and the text path's typed values."""
     text = F.col("_text")
     # The text path's typed values (null for accepted rows) are expressions, not columns: a row the
     # fast path accepted never evaluates them, and a refused one is rare enough to type a field
@@ -244,22 +268,18 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
           for f in schema.fields),
         (F.col("_accepted") | slow_valid).alias("_valid"),
     )
-    if observe:
-        from speedlayer.decode.observation import observe_latency, sampled_by
+    return checked, typed_names, slow_cols
 
-        sample = sampled_by([F.col(name) for name in typed_names.values()], latency_sample)
-        checked = observe_latency(checked, observe, F.col("_valid"), F.col(typed_names[schema.time_field]),
-                                  F.col("ingest_time"), sample)
-    events = checked.where(F.col("_valid")).select(
-        *(F.col(typed_names[f.name]).alias(f.name) for f in schema.fields), "ingest_time", "offset"
-    )
+
+def _dead_letters(checked: DataFrame, schema: EventSchema, slow_cols: dict[str, Column]) -> DataFrame:
+    """The refused rows: their payload and the first reason that holds."""
+    text = F.col("_text")
     not_object = text.isNull() | text[_CORRUPT].isNotNull()
     reason = F.coalesce(
         F.when(F.col("value").isNull(), F.lit("empty payload")),
         F.when(not_object, F.lit("malformed JSON: not a JSON object")),
         *(_reason(f, text[f.name], slow_cols[f.name], F.col("ingest_time"), schema) for f in schema.fields),
     )
-    dead_letters = checked.where(~F.col("_valid")).select(
+    return checked.where(~F.col("_valid")).select(
         F.col("value").alias("payload"), reason.alias("reason"), "ingest_time", "key", "offset"
     )
-    return Decoded(events=events, dead_letters=dead_letters)
