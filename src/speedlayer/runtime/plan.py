@@ -168,12 +168,20 @@ def _check_realtime(trigger: Trigger, source: Source, conf: dict[str, str]) -> N
                           f"{format_duration(floor_ms)} ({REALTIME_MIN_CONF}): use realtime:{format_duration(floor_ms)} or more")
 
 
-def plan_run(settings: RunSettings) -> RunPlan:
+def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
     """Check a run completely and resolve everything it needs, without starting Spark.
 
+    ``job`` runs a Job object that is not registered (your own, in a test) instead of the
+    registered job named ``settings.job``; both must carry the same name.
+
     >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
+    >>> plan = plan_run(RunSettings(job=MY_JOB.name), job=MY_JOB)                  # doctest: +SKIP
     """
-    job = get_job(settings.job)
+    if job is None:
+        job = get_job(settings.job)
+    elif job.name != settings.job:
+        raise ConfigError(f"the settings name job {settings.job!r} but the job given is {job.name!r}: "
+                          f"set RunSettings(job={job.name!r})")
     settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
     trigger = parse_trigger(settings.trigger)
