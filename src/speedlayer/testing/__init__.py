@@ -1,8 +1,26 @@
 """Helpers for testing speedlayer jobs, sources and sinks, usable from your own pytest suite.
 
+- ``assert_stream_equals_batch`` (``jobs``): a job's stream equals its batch run on the same events.
 - ``speedlayer.testing.cluster``: a Spark standalone cluster on loopback (``StandaloneCluster``).
+
+Failed checks raise ``CheckFailed`` subclasses (``errors``): AssertionErrors whose message says what to change.
 """
 
 from speedlayer.testing.cluster import StandaloneCluster, bare_environment, descendants, free_port, processes
+from speedlayer.testing.collect import CollectSink
+from speedlayer.testing.errors import (
+    CheckFailed,
+    NothingCompared,
+    OffsetProblem,
+    ReplayMismatch,
+    SinkContentMismatch,
+    SinkNotIdempotent,
+    StreamBatchMismatch,
+)
+from speedlayer.testing.jobs import Compared, assert_stream_equals_batch
 
-__all__ = ["StandaloneCluster", "bare_environment", "descendants", "free_port", "processes"]
+__all__ = [
+    "CheckFailed", "CollectSink", "Compared", "NothingCompared", "OffsetProblem", "ReplayMismatch", "SinkContentMismatch",
+    "SinkNotIdempotent", "StandaloneCluster", "StreamBatchMismatch", "assert_stream_equals_batch", "bare_environment",
+    "descendants", "free_port", "processes",
+]
