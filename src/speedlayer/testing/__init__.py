@@ -1,6 +1,8 @@
 """Helpers for testing speedlayer jobs, sources and sinks, usable from your own pytest suite.
 
 - ``assert_stream_equals_batch`` (``jobs``): a job's stream equals its batch run on the same events.
+- ``ScriptedStream`` (``scripted``): feed a stream step by step; each step tells what it emitted,
+  the watermark, late events and dead letters.
 - ``speedlayer.testing.cluster``: a Spark standalone cluster on loopback (``StandaloneCluster``).
 
 Failed checks raise ``CheckFailed`` subclasses (``errors``): AssertionErrors whose message says what to change.
@@ -18,9 +20,10 @@ from speedlayer.testing.errors import (
     StreamBatchMismatch,
 )
 from speedlayer.testing.jobs import Compared, assert_stream_equals_batch
+from speedlayer.testing.scripted import ScriptedStream, Step
 
 __all__ = [
     "CheckFailed", "CollectSink", "Compared", "NothingCompared", "OffsetProblem", "ReplayMismatch", "SinkContentMismatch",
-    "SinkNotIdempotent", "StandaloneCluster", "StreamBatchMismatch", "assert_stream_equals_batch", "bare_environment",
-    "descendants", "free_port", "processes",
+    "ScriptedStream", "SinkNotIdempotent", "StandaloneCluster", "Step", "StreamBatchMismatch", "assert_stream_equals_batch",
+    "bare_environment", "descendants", "free_port", "processes",
 ]

@@ -4,7 +4,12 @@ assertion) and a SpeedlayerError whose message says what to change; a helper use
 
 from __future__ import annotations
 
+import re
+
 from speedlayer.core.errors import SpeedlayerError
+
+#: lines of a row diff a failed check shows
+DIFF_LINES = 40
 
 
 class CheckFailed(SpeedlayerError, AssertionError):
@@ -33,3 +38,13 @@ class SinkNotIdempotent(CheckFailed):
 
 class SinkContentMismatch(CheckFailed):
     """A sink holds other rows than the micro-batches written to it in its output mode."""
+
+
+def shown_diff(error: Exception, lines: int = DIFF_LINES) -> str:
+    """The row diff of ``assertDataFrameEqual``'s error, without its colours, cut to ``lines`` lines.
+
+    >>> shown_diff(ValueError("\x1b[31m+ Row(a=1)\x1b[0m"))
+    '+ Row(a=1)'
+    """
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines()
+    return "\n".join(text[:lines] + ([f"... ({len(text) - lines} more line(s))"] if len(text) > lines else []))

@@ -15,7 +15,6 @@ is ``build_output(..., batch=True)`` over the same directory. Every selected out
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,14 +31,12 @@ from speedlayer.core.modes import APPEND
 from speedlayer.pipelines.base import Job
 from speedlayer.runtime.plan import RunPlan
 from speedlayer.runtime.run import Run, build_output
-from speedlayer.testing.errors import NothingCompared, StreamBatchMismatch
+from speedlayer.testing.errors import NothingCompared, StreamBatchMismatch, shown_diff
 from speedlayer.testing.landing import first_mtime, land_events, split_batches
 from speedlayer.testing.planning import check_outputs, default_outputs, plan_collected, resolve_job
 
 #: ``closed[output](batch_rows, watermark)``: the rows an append-mode stream has emitted by that watermark
 ClosedRule = Callable[[DataFrame, Column], DataFrame]
-#: lines of Spark's row diff shown in a failure
-DIFF_LINES = 40
 
 
 @dataclass(frozen=True)
@@ -116,8 +113,7 @@ def _default_rule(stateful: bool, mode: str, batch: DataFrame) -> ClosedRule | N
 
 
 def _mismatch(name: str, mode: str, exc: Exception, unclosed: bool) -> str:
-    diff = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()  # Spark colours the rows of its diff
-    shown = "\n".join(diff[:DIFF_LINES] + ([f"... ({len(diff) - DIFF_LINES} more lines)"] if len(diff) > DIFF_LINES else []))
+    shown = shown_diff(exc)
     hint = ("An output differs between a stream and a batch when it reads the clock (current_timestamp, now), draws "
             "random numbers (rand, uuid), numbers rows (monotonically_increasing_id) or depends on how events are cut "
             "into micro-batches: compute it from the events alone.")
