@@ -3,6 +3,8 @@
 - ``assert_stream_equals_batch`` (``jobs``): a job's stream equals its batch run on the same events.
 - ``ScriptedStream`` (``scripted``): feed a stream step by step; each step tells what it emitted,
   the watermark, late events and dead letters.
+- ``check_source_replay`` (``source_check``): a source reads the same rows for the same offsets,
+  one offset per row.
 - ``speedlayer.testing.cluster``: a Spark standalone cluster on loopback (``StandaloneCluster``).
 
 Failed checks raise ``CheckFailed`` subclasses (``errors``): AssertionErrors whose message says what to change.
@@ -21,9 +23,10 @@ from speedlayer.testing.errors import (
 )
 from speedlayer.testing.jobs import Compared, assert_stream_equals_batch
 from speedlayer.testing.scripted import ScriptedStream, Step
+from speedlayer.testing.source_check import SourceReport, check_source_replay
 
 __all__ = [
     "CheckFailed", "CollectSink", "Compared", "NothingCompared", "OffsetProblem", "ReplayMismatch", "SinkContentMismatch",
-    "ScriptedStream", "SinkNotIdempotent", "StandaloneCluster", "Step", "StreamBatchMismatch", "assert_stream_equals_batch",
-    "bare_environment", "descendants", "free_port", "processes",
+    "ScriptedStream", "SinkNotIdempotent", "SourceReport", "StandaloneCluster", "Step", "StreamBatchMismatch",
+    "assert_stream_equals_batch", "bare_environment", "check_source_replay", "descendants", "free_port", "processes",
 ]
