@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.core.modes import APPEND
+from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
 from speedlayer.pipelines.base import DEAD_LETTERS, Job, Output
 from speedlayer.pipelines.fleet import FLEET
 from speedlayer.testing import NothingCompared, StreamBatchMismatch, assert_stream_equals_batch
@@ -28,6 +28,14 @@ def test_the_fleet_job_agrees_stream_and_batch(spark):
     # V2's [40,50) has not, so the batch run's row of it is held back
     assert (windows.mode, windows.rows, windows.held_back, windows.watermark) == (APPEND, 5, 1, "2026-11-22T10:00:42.000Z")
     assert (alerts.rows, dead.rows) == (1, 1)
+
+
+def test_wordcount_agrees_in_complete_and_update_mode_on_text_lines(spark):
+    lines = [["2026-11-22T10:00:01Z To be, or not to be", "2026-11-22T10:00:15Z be quick"], ["2026-11-22T10:00:31Z not now"]]
+    report = assert_stream_equals_batch(spark, "wordcount", lines, ["totals", "windows"], ingest_time=INGEST)
+    assert (report["totals"].mode, report["totals"].rows) == (COMPLETE, 6)  # to, be, or, not, quick, now
+    # every (30 s window, word) pair: the stream's latest row of each, none held back
+    assert (report["windows"].mode, report["windows"].rows, report["windows"].held_back) == (UPDATE, 22, 0)
 
 
 def with_clock(job: Job) -> Job:
