@@ -60,7 +60,7 @@ def plan_collected(job: Job, source: str, outputs: list[str], state_dir: Path, t
     taken = sorted(set(settings) & set(OWN_SETTINGS))
     if taken:
         raise ConfigError(f"the testing helpers set {', '.join(taken)} themselves: drop {taken[0]}= "
-                          "(choose output modes with modes={...})")
+                          "(output modes: modes={...} of assert_stream_equals_batch, mode= of ScriptedStream)")
     values = {**settings, "job": job.name, "source": source, "trigger": trigger, "state_dir": str(state_dir),
               "sinks": dict.fromkeys(outputs, "console:"), "output_mode": dict(modes or {})}
     plan = plan_run(build_settings({}, values), job=job)

@@ -30,7 +30,7 @@ from typing import Any
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
-from speedlayer.core.errors import ConfigError, QueryFailedError
+from speedlayer.core.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.pipelines.base import Job
 from speedlayer.runtime.run import Run
 from speedlayer.runtime.stopping import first_line
@@ -166,8 +166,12 @@ class ScriptedStream:
     def __enter__(self) -> ScriptedStream:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def __exit__(self, exc_type, *exc) -> None:
+        try:
+            self.stop()
+        except SpeedlayerError:
+            if exc_type is None:  # a failed step already said why: keep its error
+                raise
 
 
 def _show(moment: datetime | None) -> str:
