@@ -66,3 +66,5 @@ def test_misuse_is_refused_before_spark_runs():
         assert_stream_equals_batch(None, "fleet", [ping("a", 0)], ["matches"])
     with pytest.raises(ConfigError, match="mixes single events and lists"):
         assert_stream_equals_batch(None, "fleet", [ping("a", 0), [ping("b", 1)]])
+    with pytest.raises(ConfigError, match="set source themselves: drop source="):
+        assert_stream_equals_batch(None, "fleet", [ping("a", 0)], source="generator://")

@@ -90,10 +90,10 @@ def assert_stream_equals_batch(spark: SparkSession, job: Job | str, events: Sequ
 def _compare(spark: SparkSession, plan: RunPlan, name: str, streamed: DataFrame, watermark: str | None,
              closed: Mapping[str, ClosedRule], rtol: float) -> Compared:
     query = next(q for q in plan.queries if q.output.name == name)
-    batch = build_output(spark, plan, name, batch=True)
+    batch = build_output(spark, plan, name, batch=True).localCheckpoint()  # computed once, counted and compared
     rule = closed.get(name) or _default_rule(query.output.stateful, query.mode, batch)
     total = batch.count()
-    expected = batch if rule is None else rule(batch, F.lit(watermark).cast("timestamp"))
+    expected = batch if rule is None else rule(batch, F.lit(watermark).cast("timestamp")).localCheckpoint()
     kept = expected.count()
     if total and not kept:
         raise NothingCompared(f"output {name!r}: the stream's final watermark ({watermark}) closed none of the {total} "
