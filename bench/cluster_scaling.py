@@ -50,7 +50,7 @@ def cpu_ticks(pid: int) -> int:
 
 def run_watching(command: list[str], cwd: Path, roots: list[int]) -> tuple[subprocess.CompletedProcess, float]:
     """Run ``command``; meanwhile sample the CPU of every process below ``roots`` (executors end with the app)."""
-    from speedlayer.testing import descendants
+    from speedlayer.testing.cluster import descendants
 
     seen: dict[int, int] = {}
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
@@ -65,7 +65,7 @@ def run_watching(command: list[str], cwd: Path, roots: list[int]) -> tuple[subpr
 
 
 def one_run(workers: int, args: argparse.Namespace, tmp: Path, name: str) -> dict:
-    from speedlayer.testing import StandaloneCluster
+    from speedlayer.testing.cluster import StandaloneCluster
 
     source = (f"generator://?seed=7&late=0&malformed=0&duplicates=0&rows_per_batch={args.per_batch}"
               f"&rate={args.per_batch}&start={START}")

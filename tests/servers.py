@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from speedlayer.testing import free_port  # noqa: F401 — tests take it from here too
+from speedlayer.testing.cluster import free_port  # noqa: F401 — tests take it from here too
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

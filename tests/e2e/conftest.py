@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from speedlayer.runtime.shipping import CACHE_ENV
-from speedlayer.testing import StandaloneCluster, bare_environment
+from speedlayer.testing.cluster import StandaloneCluster, bare_environment
 from tests import servers
 
 #: events in the streams: 10 micro-batches of PER_TRIGGER; 100 s of event time (rate=200), 100 vehicles

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from speedlayer.testing import descendants, processes
+from speedlayer.testing.cluster import descendants, processes
 from tests import servers
 
 #: how often the checkpoint is looked at while waiting for a moment to kill

@@ -61,7 +61,7 @@ def test_jobs_lists_one_line_per_job(capsys):
 
 
 def test_a_spark_master_where_nothing_listens_is_one_line_at_once(capsys):
-    from speedlayer.testing import free_port
+    from speedlayer.testing.cluster import free_port
 
     code, out, err = run(capsys, "run", "fleet", "--master", f"spark://127.0.0.1:{free_port()}")
     lines = [line for line in err.splitlines() if line.strip()]

@@ -18,6 +18,17 @@ def test_defaults_select_windows_and_alerts_on_the_console():
     assert p.temporary_state and not p.params.continuous
 
 
+def test_a_job_object_that_is_not_registered_is_planned_under_its_own_name():
+    from dataclasses import replace
+
+    from speedlayer.pipelines.wordcount import WORDCOUNT
+
+    mine = replace(WORDCOUNT, name="my-words")
+    assert plan_run(RunSettings(job="my-words", source="socket://localhost:9999"), job=mine).job.name == "my-words"
+    with pytest.raises(ConfigError, match="the settings name job 'fleet' but the job given is 'my-words'"):
+        plan_run(RunSettings(job="fleet"), job=mine)
+
+
 @pytest.mark.parametrize("kwargs,match", [
     ({"sinks": {"speeds": "console:"}}, "has no output 'speeds': its outputs are windows, sliding, alerts, dead-letters"),
     # --- speeding incidents and late events (issue 4) ---

@@ -158,12 +158,17 @@ def _check_realtime(trigger: Trigger, source: Source, conf: dict[str, str]) -> N
 def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
     """Check a run completely and resolve everything it needs, without starting Spark.
 
-    ``job`` is a Job object to run (registered or not) instead of the one ``settings.job`` names.
+    ``job`` runs a Job object (registered or not: your own, in a test) instead of the job that
+    ``settings.job`` names; both must carry the same name.
 
     >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
+    >>> plan = plan_run(RunSettings(job=MY_JOB.name), job=MY_JOB)                  # doctest: +SKIP
     """
     if job is None:
         job = load_job_file(settings.job_file) if settings.job_file else get_job(settings.job)
+    elif job.name != settings.job:
+        raise ConfigError(f"the settings name job {settings.job!r} but the job given is {job.name!r}: "
+                          f"set RunSettings(job={job.name!r})")
     settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
     trigger = parse_trigger(settings.trigger)
