@@ -27,10 +27,8 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata as metadata
 import importlib.util
-import os
 import re
 import sys
-import tempfile
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -38,7 +36,7 @@ from pathlib import Path
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.runtime.session import is_local
-from speedlayer.runtime.shipping import cache_dir, shipped_distributions
+from speedlayer.runtime.shipping import cache_dir, cached_archive, shipped_distributions
 
 #: modules that never need shipping: the executors' own Python and Spark, and code pickled by value
 NEVER_SHIPPED = frozenset({"speedlayer", "__main__", "builtins", "pyspark", "py4j", *sys.stdlib_module_names})
@@ -127,21 +125,13 @@ def zip_module(top: str, folder: Path) -> Path:
         stat = path.stat()
         digest.update(f"{name}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     target = folder / f"code-{top}-{digest.hexdigest()[:16]}.zip"
-    if not target.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
-        os.close(handle)
-        try:
-            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-                for path, name in members:
-                    archive.write(path, name)
-            os.replace(partial, target)
-        finally:
-            Path(partial).unlink(missing_ok=True)
-        older = sorted(folder.glob(f"code-{top}-*.zip"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for stale in older[3:]:  # each edit of the module makes a new zip
-            stale.unlink(missing_ok=True)
-    return target
+
+    def write(partial: Path) -> None:
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path, name in members:
+                archive.write(path, name)
+
+    return cached_archive(target, f"code-{top}-*.zip", write)
 
 
 def _canonical(name: str) -> str:

@@ -28,7 +28,7 @@ import re
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,26 +154,37 @@ def packed_environment(folder: Path | None = None) -> tuple[Path, int]:
     members = [m for dist in dists for m in _members(dist)]
     folder = folder or cache_dir()
     archive = folder / f"env-{_fingerprint(members)}.tar.gz"
-    if not archive.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
-        os.close(handle)
-        try:
-            with tarfile.open(partial, "w:gz", compresslevel=1) as tar:
-                for path, name in members:
-                    tar.add(path, arcname=name, recursive=False)
-            os.replace(partial, archive)
-        finally:
-            Path(partial).unlink(missing_ok=True)
-        _prune(folder, keep=archive)
+
+    def write(partial: Path) -> None:
+        with tarfile.open(partial, "w:gz", compresslevel=1) as tar:
+            for path, name in members:
+                tar.add(path, arcname=name, recursive=False)
+
+    cached_archive(archive, "env-*.tar.gz", write)
     return archive, len(dists)
 
 
-def _prune(folder: Path, keep: Path, kept: int = 3) -> None:
-    """Remove all but the ``kept`` newest archives (each edit of an editable install makes a new one)."""
-    older = sorted((p for p in folder.glob("env-*.tar.gz") if p != keep), key=lambda p: p.stat().st_mtime, reverse=True)
+def cached_archive(target: Path, pattern: str, write: Callable[[Path], None], kept: int = 3) -> Path:
+    """``target``, written by ``write(partial)`` once per content: atomically (a crash leaves no half
+    archive), then all but the ``kept`` newest files matching ``pattern`` beside it are removed
+    (each edit of an editable install or a job module makes a new one).
+
+    >>> cached_archive(Path("cache/env-1.tar.gz"), "env-*.tar.gz", write_tar)  # doctest: +SKIP
+    """
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(dir=target.parent, suffix=".partial")
+    os.close(handle)
+    try:
+        write(Path(partial))
+        os.replace(partial, target)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+    older = sorted((p for p in target.parent.glob(pattern) if p != target), key=lambda p: p.stat().st_mtime, reverse=True)
     for stale in older[kept - 1:]:
         stale.unlink(missing_ok=True)
+    return target
 
 
 def executor_python(conf: Mapping[str, str]) -> str:
