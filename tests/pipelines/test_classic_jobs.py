@@ -6,7 +6,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.producers.produce import ProduceSettings, plan_produce
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.settings import RunSettings
-from tests.unit.test_cli import run
+from tests.cli.test_errors import run
 
 
 def test_each_job_has_its_default_source_and_window_settings():
