@@ -13,7 +13,7 @@ def test_jobs_lists_builtin_and_plugin_jobs_with_their_package_and_the_broken_on
     assert [line.split()[0] for line in lines[:5]] == ["fleet", "wordcount", "app-actions", "fraud", "orders"]
     assert lines[0].endswith("default source: generator://; from speedlayer 0.1.0)")
     assert lines[4] == ("orders       orders, from a plug-in (outputs: orders, totals, "
-                        "dead-letters; default source: generator://; from shop-jobs 1.0)")
+                        "dead-letters; default source: none, give --source; from shop-jobs 1.0)")
     assert lines[5:7] == [
         "plug-ins not used (1):",
         "  job plug-in 'broken' of package broken-jobs (broken_jobs:JOB) failed to import: ModuleNotFoundError: No module "
@@ -42,7 +42,8 @@ def test_jobs_describes_a_reference_with_its_schema_limits(capsys):
     main(["jobs", "tests.runtime.shop:SHOP"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[:3] == ["shop: shop orders, and totals per customer and currency",
-                         "  from: reference tests.runtime.shop:SHOP", "  default source: generator://"]
+                         "  from: reference tests.runtime.shop:SHOP",
+                         "  default source: none (a run gives --source)"]
     assert "    amount               double     0 to 100000" in lines
     assert "    currency             string     one of EUR, USD, GBP" in lines
     assert "  options: none" in lines

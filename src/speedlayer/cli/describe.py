@@ -58,7 +58,8 @@ def _output_line(job: Job, name: str) -> str:
 def describe(job: Job, origin: str) -> list[str]:
     """The lines that describe ``job``; ``origin`` says where it comes from (a package, a module)."""
     schema = job.schema
-    lines = [f"{job.name}: {job.summary}", f"  from: {origin}", f"  default source: {job.default_source}",
+    source = job.default_source or "none (a run gives --source)"
+    lines = [f"{job.name}: {job.summary}", f"  from: {origin}", f"  default source: {source}",
              f"  events: {schema.name} (event time: {schema.time_field}; an invalid event, or one further ahead of its "
              "ingest time than --max-ahead, is a dead letter)"]
     lines += [_field_line(field) for field in schema.fields]

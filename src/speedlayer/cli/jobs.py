@@ -37,7 +37,8 @@ def jobs_command(
         return
     for name, entry in registry.entries.items():
         spec = entry.value
-        _say(f"{name:<12} {spec.summary} (outputs: {', '.join(spec.outputs)}; default source: {spec.default_source}; "
+        source = spec.default_source or "none, give --source"
+        _say(f"{name:<12} {spec.summary} (outputs: {', '.join(spec.outputs)}; default source: {source}; "
              f"from {_package(entry.package)})")
     problems = _problems(registry)
     if problems:

@@ -96,8 +96,8 @@ class Job:
     #: the field re-sent copies of an event share: the pipeline drops copies by it, and the ``late``
     #: output (``LATE``) keys its rows on it; None: the job drops no copies and offers no ``late``
     dedup_key: str | None = None
-    #: the source a run reads when it names none (``--source`` and the config file win)
-    default_source: str = "generator://"
+    #: the source a run reads when it names none (``--source`` and the config file win); "": none, a run must give one
+    default_source: str = ""
     #: run settings this job defaults differently, e.g. ``{"sliding_window": "30s"}`` (flags win)
     defaults: Mapping[str, str] = field(default_factory=dict)
     #: a pydantic model of the job's options (``--option KEY=VALUE``); None: it takes none

@@ -176,7 +176,9 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
     params = _params(settings, job, trigger.continuous)
     if job.check is not None:
         job.check(params)
-    source = _open_source(settings, job, trigger)
+    if not settings.sinks and not job.default_outputs:
+        raise ConfigError(f"job {job.name!r} names no default outputs: choose with --sink NAME=URI "
+                          f"(its outputs: {', '.join(job.outputs)})")
     sink_uris = settings.sinks or dict.fromkeys(job.default_outputs, "console:")
     for name in list(sink_uris) + [k for k in settings.output_mode if k != "*"]:
         if name not in job.outputs:
@@ -187,7 +189,6 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
         notes.append(f"no --state-dir: checkpoints go to {state_dir} and are removed at exit (a restart starts over)")
     if trigger.continuous:
         notes.append("continuous mode is at-least-once and keeps no state: re-sent events are not removed")
-    notes.extend(source.warnings())
     code = plan_code_shipping(job, settings.master, settings.ship)  # the job's own modules, for Python workers
     notes.extend([code.note] if code.note else [])
 
@@ -206,6 +207,8 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
             output.check(params, mode)
         queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
                                  state_dir / "checkpoints" / name))
+    source = _open_source(settings, job, trigger)
+    notes.extend(source.warnings())
     source.check_plan([q.output.name for q in queries if not q.output.dead_letters_of])
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
     return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs,

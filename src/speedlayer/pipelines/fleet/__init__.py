@@ -154,6 +154,7 @@ FLEET = Job(
                                     inputs=("rides",), dead_letters_of="rides"),
     },
     default_outputs=("windows", "alerts"),
+    default_source="generator://",
     dedup_key="event_id",
     inputs={"rides": RIDE_REQUEST},
     options=FleetOptions,

@@ -60,7 +60,7 @@ def job_from_spec(spec: JobFileSpec, file: str) -> Job:
         pipeline=pipeline,
         outputs=outputs,
         default_outputs=tuple(spec.default_outputs if spec.default_outputs is not None else spec.outputs),
-        default_source=spec.default_source or "",  # none: the run must give --source
+        default_source=spec.default_source or "",
         defaults=spec.defaults.settings(),
         definition=spec.digest(),
     )
