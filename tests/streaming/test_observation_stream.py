@@ -5,6 +5,7 @@ import json
 from pyspark.sql import functions as F
 
 from speedlayer.core.schemas import VEHICLE_EVENT
+from speedlayer.decode import observation
 from speedlayer.decode.validate import decode
 from speedlayer.monitor import metrics
 from speedlayer.runtime.plan import plan_run
@@ -33,7 +34,7 @@ def exact_event_ms_percentiles(spark, plan, start: int, end: int) -> list[float]
 
 def test_counts_are_exact_and_sampled_latency_percentiles_stay_close(spark, tmp_path, monkeypatch):
     # 4,000-event batches with a budget of 1,000: one accepted event in four feeds the percentiles
-    monkeypatch.setattr(metrics, "LATENCY_SAMPLE_EVENTS", 1_000)
+    monkeypatch.setattr(observation, "LATENCY_SAMPLE_EVENTS", 1_000)
     plan = plan_run(RunSettings(job="fleet", source=SOURCE, max_events=EVENTS, state_dir=str(tmp_path / "state"),
                                 sinks={"windows": "memory:observed_windows"}))
     run = Run(spark, plan)
@@ -65,18 +66,18 @@ def test_counts_are_exact_and_sampled_latency_percentiles_stay_close(spark, tmp_
 
 
 def test_latency_sample_feeds_every_event_of_small_batches_and_a_budget_of_large_ones():
-    assert metrics.latency_sample(None) == 1.0  # a source that does not cap its batches
-    assert metrics.latency_sample(metrics.LATENCY_SAMPLE_EVENTS) == 1.0
-    assert metrics.latency_sample(10 * metrics.LATENCY_SAMPLE_EVENTS) == 0.1
+    assert observation.latency_sample(None) == 1.0  # a source that does not cap its batches
+    assert observation.latency_sample(observation.LATENCY_SAMPLE_EVENTS) == 1.0
+    assert observation.latency_sample(10 * observation.LATENCY_SAMPLE_EVENTS) == 0.1
 
 
 def test_the_streams_plans_hold_nothing_spark_reseeds_each_batch(spark, tmp_path, monkeypatch):
     # A stream gives every rand/randn/uuid/shuffle a new seed each micro-batch; the seed is a literal
     # in the generated code, so each batch would compile its stage anew and run it cold.
-    monkeypatch.setattr(metrics, "LATENCY_SAMPLE_EVENTS", 1_000)
+    monkeypatch.setattr(observation, "LATENCY_SAMPLE_EVENTS", 1_000)
     plan = plan_run(RunSettings(job="fleet", source=SOURCE, state_dir=str(tmp_path / "state"),
                                 sinks={"windows": "memory:w", "alerts": "memory:a", "dead-letters": "memory:d"}))
-    assert metrics.latency_sample(plan.source.batch_rows(0)) < 1  # the sampled observation is in the plan
+    assert observation.latency_sample(plan.source.batch_rows(0)) < 1  # the sampled observation is in the plan
     for planned in plan.queries:
         df = build_output(spark, plan, planned.output.name)
         analyzed = df._jdf.queryExecution().analyzed().toString()

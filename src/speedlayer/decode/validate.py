@@ -195,7 +195,7 @@ def decode(raw: DataFrame, schema: EventSchema, observe: str | None = None, late
     """Split a RAW DataFrame into typed events and dead letters.
 
     With ``observe``, a Spark observation of that name counts both sides and the event/ingest
-    times of each micro-batch (``speedlayer.monitor.metrics.observe_latency``) for the progress report;
+    times of each micro-batch (``speedlayer.decode.observation.observe_latency``) for the progress report;
     ``latency_sample`` is the fraction of events its latency percentiles read.
 
     >>> decoded = decode(raw_df, VEHICLE_EVENT)          # doctest: +SKIP
