@@ -31,6 +31,9 @@ MAX_DRAIN_S = 60.0
 #: socket source holds the backlog on the driver and ships it inside one task, which ran a 2 GB heap
 #: (and an 8 GB one) out of memory at 50,000 events/s
 MAX_BACKLOG_S = 10.0
+#: the same allowance before the query's first commit, which also starts its Python workers (the
+#: lowest-offset dedup's Arrow step): a first batch that takes long is start-up, not falling behind
+FIRST_COMMIT_BACKLOG_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -142,13 +145,13 @@ def _check_alive(run: Run) -> None:
             raise SpeedlayerError(f"query {q.name} failed: {str(q.exception()).splitlines()[0][:300]}")
 
 
-def _fell_behind(run: Run, produced: int, rate: int, trigger) -> bool:
-    """The query has more than MAX_BACKLOG_S of input fed but not committed (micro-batch only:
+def _fell_behind(run: Run, produced: int, rate: int, trigger, backlog_s: float = MAX_BACKLOG_S) -> bool:
+    """The query has more than ``backlog_s`` of input fed but not committed (micro-batch only:
     continuous mode reports no input rows per epoch)."""
     if trigger.continuous:
         return False
     p = run.tracker.get(run.plan.queries[0].name)
-    return produced - (p.input_rows if p is not None else 0) > MAX_BACKLOG_S * rate
+    return produced - (p.input_rows if p is not None else 0) > backlog_s * rate
 
 
 def _batches(run: Run) -> list[list[int]]:
@@ -270,17 +273,17 @@ class CellMeasurement:
         (A scheduled available-now run pays that start-up every time: it is part of its latency.)"""
         deadline = time.monotonic() + 300
         while not self.watcher.result.samples and time.monotonic() < deadline:
-            if self._behind():
+            if self._behind(FIRST_COMMIT_BACKLOG_S):
                 break
             time.sleep(0.05)
         self.t_start = time.time()
         self.py0, self.jvm0 = self.cpu.sample()  # CPU and events are counted from here on, like latency
         self.fed_before, self.feed_cpu0, self.watch_cpu0 = self.feed.produced, self.feed.cpu_s, self.watcher.result.cpu_s
 
-    def _behind(self) -> bool:
+    def _behind(self, backlog_s: float = MAX_BACKLOG_S) -> bool:
         """Raises if the query failed; marks the cell fell-behind when its backlog is too long."""
         _check_alive(self.runs[0])
-        if _fell_behind(self.runs[0], self.feed.produced, self.cell.rate, self.trigger):
+        if _fell_behind(self.runs[0], self.feed.produced, self.cell.rate, self.trigger, backlog_s):
             self.cell.fell_behind = True
         return self.cell.fell_behind
 

@@ -106,6 +106,9 @@ def _top_level_paths(dist: metadata.Distribution) -> list[Path]:
     names = (dist.read_text("top_level.txt") or "").split() or [_canonical(dist.metadata["Name"]).replace("-", "_")]
     paths = []
     for name in names:
+        if name == "speedlayer":  # this package itself, wherever the import machinery would look now
+            paths.append(Path(__file__).resolve().parents[1])
+            continue
         spec = importlib.util.find_spec(name)
         if spec is None:
             continue
