@@ -121,6 +121,11 @@ def _top_level_paths(dist: metadata.Distribution) -> list[Path]:
 
 def _members(dist: metadata.Distribution) -> Iterable[tuple[Path, str]]:
     """(file on disk, name in the archive) of one distribution's importable files."""
+    if _canonical(dist.metadata["Name"]) == "speedlayer":
+        # this package from its own directory: a source tree's speedlayer.egg-info, when found first,
+        # lists src/speedlayer/... paths that would not import on an executor
+        yield from _tree(Path(__file__).resolve().parents[1])
+        return
     files = [f for f in dist.files or [] if not str(f).startswith("..") and "__pycache__" not in f.parts]
     has_code = any(f.suffix in (".py", ".so") for f in files)
     if has_code:
@@ -130,12 +135,17 @@ def _members(dist: metadata.Distribution) -> Iterable[tuple[Path, str]]:
                 yield path, str(f)
         return
     for top in _top_level_paths(dist):  # editable: the package directory itself
-        if top.is_file():
-            yield top, top.name
-            continue
-        for path in sorted(top.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                yield path, f"{top.name}/{path.relative_to(top)}"
+        yield from _tree(top)
+
+
+def _tree(top: Path) -> Iterable[tuple[Path, str]]:
+    """(file, name in the archive) of a top-level module or package directory, bytecode left out."""
+    if top.is_file():
+        yield top, top.name
+        return
+    for path in sorted(top.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            yield path, f"{top.name}/{path.relative_to(top)}"
 
 
 def _fingerprint(members: list[tuple[Path, str]]) -> str:
