@@ -64,34 +64,14 @@ class FleetOptions(BaseModel):
                               "e.g. --count-window 20")
         return value
 
-    @property
-    def allowed_lateness_ms(self) -> int:
-        """0 when off."""
-        return parse_duration(self.allowed_lateness) if self.allowed_lateness else 0
-
-    @property
-    def trip_gap_ms(self) -> int:
-        return parse_duration(self.trip_gap)
-
-    @property
-    def max_trip_ms(self) -> int:
-        return parse_duration(self.max_trip)
-
-    @property
-    def incident_after_ms(self) -> int:
-        return parse_duration(self.incident_after)
-
-    @property
-    def incident_timeout_ms(self) -> int:
-        return parse_duration(self.incident_timeout)
-
-    @property
-    def match_within_ms(self) -> int:
-        return parse_duration(self.match_within)
-
-    @property
-    def match_cell_m(self) -> float:
-        return self.match_cell
+    #: milliseconds of each duration option (allowed lateness: 0 when off)
+    allowed_lateness_ms = property(lambda self: parse_duration(self.allowed_lateness) if self.allowed_lateness else 0)
+    trip_gap_ms = property(lambda self: parse_duration(self.trip_gap))
+    max_trip_ms = property(lambda self: parse_duration(self.max_trip))
+    incident_after_ms = property(lambda self: parse_duration(self.incident_after))
+    incident_timeout_ms = property(lambda self: parse_duration(self.incident_timeout))
+    match_within_ms = property(lambda self: parse_duration(self.match_within))
+    match_cell_m = property(lambda self: self.match_cell)
 
 
 def fleet_options(params) -> FleetOptions:
