@@ -15,8 +15,11 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
+# The tests also install the example package of docs/extending.md (a job, a source and a sink as plug-ins).
+EXAMPLE := examples/acme-speedlayer
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed $(EXAMPLE)/pyproject.toml $(wildcard $(EXAMPLE)/acme_speedlayer/*.py)
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet ./$(EXAMPLE)
 	touch $@
 
 ## run: the flagship fleet job on the built-in generator, with a live view and the dashboard (Ctrl-C stops it)
@@ -25,7 +28,7 @@ run: $(VENV)/.installed
 
 ## test: ruff's lint, the docs site (mkdocs --strict: a broken link fails), then the suite and the docstrings' examples (installs Debian's chromium for the browser test when missing)
 test: $(VENV)/.installed-dev chromium
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench examples
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 	$(PY) -m pytest $(ARGS)
 

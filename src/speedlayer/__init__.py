@@ -42,9 +42,16 @@ _EXPORTS = {
     "Output": "speedlayer.pipelines.base",
     "Params": "speedlayer.pipelines.base",
     "DEAD_LETTERS": "speedlayer.pipelines.base",
+    "LATE": "speedlayer.pipelines.base",
+    "LazyOutputs": "speedlayer.pipelines.base",
     "APPEND": "speedlayer.core.modes",
     "UPDATE": "speedlayer.core.modes",
     "COMPLETE": "speedlayer.core.modes",
+    # what every job may use in its pipeline: the watermark, dedup, the late events, window columns
+    "with_watermark": "speedlayer.pipelines.ops",
+    "flatten_window": "speedlayer.pipelines.ops",
+    "drop_duplicates": "speedlayer.pipelines.dedup",
+    "late_events": "speedlayer.pipelines.late",
     # events
     "EventSchema": "speedlayer.core.schemas",
     "Field": "speedlayer.core.schemas",

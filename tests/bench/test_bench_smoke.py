@@ -26,9 +26,15 @@ def test_bench_writes_table_json_and_plots_and_reports_impossible_modes(run_cli,
     measured = [cells["windows", "processing:0s"], cells["alerts", "processing:0s"], cells["alerts", "continuous:1s"]]
     for c in measured:
         assert c["status"] == "ok", c["reason"]
-        assert c["events"] > 0 and c["rows_measured"] > 0
-        assert c["p50_ms"] <= c["p95_ms"] <= c["p99_ms"] <= c["max_ms"]
-        assert c["cpu_s_per_million_events"] > 0 and c["peak_rss_mb"] > 0
+        assert c["events"] > 0 and c["peak_rss_mb"] > 0
+        # None: every event of the cell was fed before its measured span began (a machine too busy to keep up)
+        assert c["cpu_s_per_million_events"] is None or c["cpu_s_per_million_events"] > 0
+        if c["rows_measured"]:
+            assert c["p50_ms"] <= c["p95_ms"] <= c["p99_ms"] <= c["max_ms"]
+        else:  # a slow machine may close no 1 s window within a 3 s cell: the table says what to do
+            assert c["output"] == "windows" and "no rows: longer cells" in done.stdout, c
+    assert cells["alerts", "processing:0s"]["rows_measured"] > 0 and cells["alerts", "continuous:1s"]["rows_measured"] > 0
+    assert any(c["cpu_s_per_million_events"] for c in measured)
     assert cells["windows", "processing:0s"]["batches"] and not cells["alerts", "continuous:1s"]["batches"]
     assert set(results["sustained"]) == {"windows", "alerts"}
 

@@ -5,16 +5,17 @@ from tests.core.test_plugins import JOBS, ORDERS
 
 
 def test_jobs_lists_builtin_and_plugin_jobs_with_their_package_and_the_broken_ones(installed, capsys):
-    installed("shop-jobs", {JOBS: {"orders": "shop_jobs:ORDERS"}}, {"shop_jobs": ORDERS})
+    installed("shop-jobs", {JOBS: {"refunds": "shop_jobs:ORDERS"}}, {"shop_jobs": ORDERS})
     installed("broken-jobs", {JOBS: {"broken": "broken_jobs:JOB"}}, {"broken_jobs": "import nothing_of_that_name\n"})
     main(["jobs"])
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
-    assert [line.split()[0] for line in lines[:5]] == ["fleet", "wordcount", "app-actions", "fraud", "orders"]
+    # built-ins first, then by package: acme-speedlayer's orders (the example package make test installs), ours
+    assert [line.split()[0] for line in lines[:6]] == ["fleet", "wordcount", "app-actions", "fraud", "orders", "refunds"]
     assert lines[0].endswith("default source: generator://; from speedlayer 0.1.0)")
-    assert lines[4] == ("orders       orders, from a plug-in (outputs: orders, totals, "
+    assert lines[5] == ("refunds      refunds, from a plug-in (outputs: orders, totals, "
                         "dead-letters; default source: none, give --source; from shop-jobs 1.0)")
-    assert lines[5:7] == [
+    assert lines[6:8] == [
         "plug-ins not used (1):",
         "  job plug-in 'broken' of package broken-jobs (broken_jobs:JOB) failed to import: ModuleNotFoundError: No module "
         "named 'nothing_of_that_name': fix or reinstall broken-jobs, or uninstall it",

@@ -1,7 +1,9 @@
 """A secret planted everywhere a user can put one never reaches what a run writes, prints or serves.
 
-The second test sweeps what a running job serves on loopback: its dashboard (JSON state, page,
-``/metrics``) and Spark's UI (environment, SQL plans, streaming queries, jobs, stages, REST API).
+One running job, with secrets in its source, its sinks, its second stream and its Spark settings, is
+swept while it runs — its dashboard (JSON state, page, ``/metrics``) and Spark's UI (environment,
+SQL plans, streaming queries, jobs, stages, REST API) — and after it stopped: its state directory,
+Spark's log, the run manifest, its outputs and its terminal. Refused runs print none either.
 """
 
 import json
@@ -27,23 +29,13 @@ def sweep(tmp_path, *results):
     return found
 
 
-def test_no_planted_secret_reaches_the_state_dir_the_log_or_the_terminal(run_cli, tmp_path, postgres_url):
+def test_a_refused_run_prints_no_planted_secret(run_cli, tmp_path, postgres_url):
+    """Refused before start (no Spark): the one-line errors name the setting, never its value."""
     password = f"{SECRET}1/ss#wo?rd@x"
     database = postgres_url.rsplit("/", 1)[1]
-    sink = f"postgresql://postgres:{quote(password, safe='')}@{POSTGRES.host}:{POSTGRES.port}/{database}?table=alerts"
-    rides = f"kafka://127.0.0.1:9092/rides?kafka.sasl.jaas.config={SECRET}2&kafka.ssl.keystore.key={SECRET}3"
-    run = run_cli("run", "fleet", "--source", "generator://?late=0&seed=7&rate=500&rows_per_batch=1000",
-                  "--max-events", "1000", "--state-dir", "st", "--no-live",
-                  "--sink", "windows=parquet:out/w", "--sink", f"alerts={sink}", "--rides", rides,
-                  "--conf", f"spark.hadoop.fs.azure.account.key.acct.blob.core.windows.net={SECRET}4",
-                  "--conf", f"spark.kafka.ssl.keystore.key={SECRET}5")
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert (tmp_path / "st" / "spark.log").is_file() and (tmp_path / "st" / "speedlayer-run.json").is_file()
-    assert "alerts -> postgresql://postgres:***@" in run.stderr
-
     option = run_cli("run", "wordcount", "--source", "generator://", "--option", f"token={SECRET}6")
     raw = run_cli("run", "fleet", "--sink", f"alerts=postgresql://postgres:{password}@{POSTGRES.host}/{database}")
-    assert sweep(tmp_path, run, option, raw) == []
+    assert sweep(tmp_path, option, raw) == []
     assert option.returncode == 2 and raw.returncode == 2
     assert "percent-encode" in raw.stderr
 
@@ -95,13 +87,15 @@ def redis_user(redis_url):
 
 
 @pytest.mark.slow
-def test_no_planted_secret_reaches_the_dashboard_or_spark_ui_of_a_running_job(tmp_path_factory, redis_user, postgres_url):
+def test_no_planted_secret_reaches_what_a_running_job_serves_writes_or_prints(tmp_path_factory, redis_user, postgres_url):
     # not tmp_path: this test's name holds "secret", and Spark redacts every value holding it (a path too)
     tmp_path = tmp_path_factory.mktemp("served")
     dashboard, spark_ui = free_port(), free_port()
     database = postgres_url.rsplit("/", 1)[1]
-    sink = f"postgresql://postgres:{SECRET}8@{POSTGRES.host}:{POSTGRES.port}/{database}?table=alerts"
-    process = CliProcess(["run", "fleet", "--source", redis_user, "--state-dir", "st", "--no-live",
+    password = quote(f"{SECRET}8/ss#wo?rd@x", safe="")
+    sink = f"postgresql://postgres:{password}@{POSTGRES.host}:{POSTGRES.port}/{database}?table=alerts"
+    rides = f"kafka://127.0.0.1:9092/rides?kafka.sasl.jaas.config={SECRET}2&kafka.ssl.keystore.key={SECRET}3"
+    process = CliProcess(["run", "fleet", "--source", redis_user, "--state-dir", "st", "--no-live", "--rides", rides,
                           "--sink", "windows=parquet:out/w", "--sink", f"alerts={sink}", "--sink", "dead-letters=console:",
                           "--dashboard", "--dashboard-port", str(dashboard), "--conf", f"spark.ui.port={spark_ui}",
                           "--conf", f"spark.hadoop.{AZURE_KEY}={SECRET}4",
@@ -134,4 +128,8 @@ def test_no_planted_secret_reaches_the_dashboard_or_spark_ui_of_a_running_job(tm
     assert sum(page.startswith("Spark UI /StreamingQuery/statistics") for page in served) >= 3
     assert "postgres:***@" in served["dashboard /api/state"]
     assert [page for page, text in served.items() if SECRET in text] == []
-    assert sweep(tmp_path) == []
+    # what it wrote and printed: the state dir, Spark's log, the manifest, the outputs, the terminal
+    assert (tmp_path / "st" / "spark.log").is_file() and (tmp_path / "st" / "speedlayer-run.json").is_file()
+    assert (tmp_path / "out" / "w" / "_spark_metadata").is_dir()
+    assert "alerts -> postgresql://postgres:***@" in process.output()
+    assert sweep(tmp_path) == [] and SECRET not in process.output()

@@ -67,7 +67,7 @@ def order_lines(count: int = 60) -> list[str]:
     ]
 
 
-def _valid(line: str) -> dict | None:
+def valid_order(line: str) -> dict | None:
     """The order a line holds if it is a valid one, by the schema's rules written in plain Python."""
     try:
         order = json.loads(line)
@@ -89,9 +89,9 @@ def _valid(line: str) -> dict | None:
 
 def expected(lines: list[str]) -> tuple[list[dict], dict[tuple[str, str], tuple[int, float]], list[str]]:
     """(valid orders, (customer, currency) -> (orders, amount), malformed lines) of the input."""
-    orders = [o for o in map(_valid, lines) if o is not None]
+    orders = [o for o in map(valid_order, lines) if o is not None]
     totals: dict[tuple[str, str], tuple[int, float]] = {}
     for o in orders:
         count, amount = totals.get((o["customer"], o["currency"]), (0, 0.0))
         totals[(o["customer"], o["currency"])] = (count + 1, amount + o["amount"])
-    return orders, totals, [line for line in lines if _valid(line) is None]
+    return orders, totals, [line for line in lines if valid_order(line) is None]

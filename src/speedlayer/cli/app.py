@@ -1,4 +1,4 @@
-"""The ``speedlayer`` command: run a job, produce events, measure (bench, advise), list jobs.
+"""The ``speedlayer`` command: run a job, produce events, measure (bench, advise), list jobs, sources and sinks.
 
 Each command lives in its own module beside this one; heavy imports (Spark, the monitor) happen
 inside the commands, so ``speedlayer --help`` stays fast.
@@ -18,6 +18,7 @@ from typer._click import exceptions as click  # Typer (pinned) vendors click's e
 from speedlayer import __version__
 from speedlayer.cli import debug
 from speedlayer.cli.bench import advise_command, bench_command
+from speedlayer.cli.connectors import sinks_command, sources_command
 from speedlayer.cli.console import err, out
 from speedlayer.cli.jobs import jobs_command
 from speedlayer.cli.produce import produce_command
@@ -37,7 +38,8 @@ app = typer.Typer(
 app.command("jobs")(jobs_command)
 # a job's own options come as flags run does not declare (speedlayer.cli.job_flags reads them)
 app.command("run", cls=RunCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run_command)
-for name, command in (("produce", produce_command), ("bench", bench_command), ("advise", advise_command),
+for name, command in (("sources", sources_command), ("sinks", sinks_command), ("produce", produce_command),
+                      ("bench", bench_command), ("advise", advise_command),
                       ("status", status_command), ("train", train_command)):
     app.command(name)(command)
 

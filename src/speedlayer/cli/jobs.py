@@ -9,15 +9,25 @@ import typer
 from speedlayer.cli.console import out
 
 
-def _package(name: str) -> str:
+def package_label(name: str) -> str:
+    """A distribution's name and installed version ("speedlayer 0.9.0"), or the name alone."""
     try:
         return f"{name} {metadata.version(name)}"
     except metadata.PackageNotFoundError:
         return name
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
+    """One line on stdout, as is (no markup, no wrapping)."""
     out.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def say_problems(problems: list) -> None:
+    """The plug-ins that are not used, one line each, under a heading; nothing when there are none."""
+    if problems:
+        say(f"plug-ins not used ({len(problems)}):")
+        for problem in problems:
+            say(f"  {problem}")
 
 
 def jobs_command(
@@ -31,21 +41,17 @@ def jobs_command(
     if job is not None:
         found = get_job(job)
         entry = registry.entries.get(job)
-        origin = f"package {_package(entry.package)} ({entry.target})" if entry else f"reference {job}"
+        origin = f"package {package_label(entry.package)} ({entry.target})" if entry else f"reference {job}"
         for line in describe(found, origin):
-            _say(line)
+            say(line)
         return
     for name, entry in registry.entries.items():
         spec = entry.value
         source = spec.default_source or "none, give --source"
-        _say(f"{name:<12} {spec.summary} (outputs: {', '.join(spec.outputs)}; default source: {source}; "
-             f"from {_package(entry.package)})")
-    problems = _problems(registry)
-    if problems:
-        _say(f"plug-ins not used ({len(problems)}):")
-        for problem in problems:
-            _say(f"  {problem}")
-    _say("describe one with 'speedlayer jobs NAME'; run your own with 'speedlayer run MODULE:ATTRIBUTE'")
+        say(f"{name:<12} {spec.summary} (outputs: {', '.join(spec.outputs)}; default source: {source}; "
+             f"from {package_label(entry.package)})")
+    say_problems(_problems(registry))
+    say("describe one with 'speedlayer jobs NAME'; run your own with 'speedlayer run MODULE:ATTRIBUTE'")
 
 
 def _problems(registry) -> list:

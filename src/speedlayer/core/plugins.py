@@ -180,7 +180,8 @@ def _settle_clash(kind: str, entries: list[Entry], problems: list[Problem]) -> E
                                     f"it is not used; rename its entry point in {e.package}'s pyproject.toml"))
         return own
     problems.append(Problem(kind, entries[0].name, " and ".join(e.package for e in entries),
-                            ", ".join(e.target for e in entries), "is declared by each of them, so neither is used",
+                            ", ".join(e.target for e in entries),
+                            f"is declared by each of them, so {'neither' if len(entries) == 2 else 'none'} is used",
                             "uninstall one of them, or rename its entry point"))
     return None
 

@@ -42,6 +42,8 @@ class Sink(ABC):
     """
 
     scheme: ClassVar[str]
+    #: one line on what it writes (``speedlayer sinks`` lists it)
+    summary: ClassVar[str] = ""
     guarantee: ClassVar[str]
     modes: ClassVar[tuple[str, ...]]
     supports_continuous: ClassVar[bool] = False

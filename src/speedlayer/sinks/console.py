@@ -61,6 +61,7 @@ def print_view(view: BatchView) -> None:
 
 class ConsoleSink(Sink):
     scheme = "console"
+    summary = "each micro-batch printed on the terminal"
     guarantee = AT_LEAST_ONCE
     modes = (APPEND, UPDATE, COMPLETE)
     supports_continuous = True

@@ -57,6 +57,7 @@ class KafkaSink(Sink):
     """``kafka://host:port[,host:port]/topic?kafka.<producer setting>=...``."""
 
     scheme = "kafka"
+    summary = "a Kafka topic, one JSON message per row"
     guarantee = AT_LEAST_ONCE
     modes = (APPEND, UPDATE, COMPLETE)
     supports_continuous = True

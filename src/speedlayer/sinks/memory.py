@@ -18,6 +18,7 @@ from speedlayer.sinks.base import AT_LEAST_ONCE, Sink, Target, no_options
 
 class MemorySink(Sink):
     scheme = "memory"
+    summary = "an in-memory table of the session (tests, notebooks)"
     guarantee = AT_LEAST_ONCE
     modes = (APPEND, COMPLETE)
     supports_continuous = True

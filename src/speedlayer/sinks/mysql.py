@@ -250,5 +250,6 @@ def value_lists(conn: Any, rows: list[tuple], max_packet_bytes: int = 16 << 20) 
 
 class MySqlSink(SqlSink):
     scheme = "mysql"
+    summary = "a MySQL or MariaDB table, upserted by the output's key in one transaction per batch"
     aliases = ("mariadb",)
     dialect = MySqlDialect()

@@ -15,6 +15,7 @@ from speedlayer.sinks.base import EXACTLY_ONCE, Sink, Target, no_options
 
 class ParquetSink(Sink):
     scheme = "parquet"
+    summary = "Parquet files in a directory, through Spark's file sink"
     guarantee = EXACTLY_ONCE
     modes = (APPEND,)
 

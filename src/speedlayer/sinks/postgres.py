@@ -223,5 +223,6 @@ def _copyable(array: pa.Array) -> pa.Array:
 
 class PostgresSink(SqlSink):
     scheme = "postgresql"
+    summary = "a PostgreSQL table, upserted by the output's key in one transaction per batch"
     aliases = ("postgres",)
     dialect = PostgresDialect()

@@ -247,6 +247,7 @@ class RedisConnector(Connector):
 
 class RedisSink(Sink):
     scheme = "redis"
+    summary = "Redis hashes (latest row per key) or a Redis stream, idempotent per batch"
     guarantee = EXACTLY_ONCE
     modes = (APPEND, UPDATE)
     writes_batches = True

@@ -24,6 +24,8 @@ class Source(ABC):
     """
 
     scheme: ClassVar[str]
+    #: one line on what it reads (``speedlayer sources`` lists it)
+    summary: ClassVar[str] = ""
     #: whether Spark's continuous mode can read it
     supports_continuous: ClassVar[bool] = False
     #: whether Spark's real-time mode (``trigger(realTime=...)``) can read it: Kafka only in Spark 4.3

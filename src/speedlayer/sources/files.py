@@ -80,6 +80,7 @@ class FilesSource(Source):
     """``files:///landing?format=json|csv|parquet`` (see the module docstring for every option)."""
 
     scheme = "files"
+    summary = "JSON, CSV or Parquet files dropped into a landing directory"
 
     def __init__(self, uri: Uri):
         super().__init__(uri)

@@ -269,6 +269,7 @@ class GeneratorSource(Source):
     """``generator://?rate=...&vehicles=...&seed=...`` (see module docstring for every option)."""
 
     scheme = "generator"
+    summary = "simulated fleet pings (or rides, app actions, transactions), paced and seeded"
     supports_continuous = True
 
     def __init__(self, uri: Uri):

@@ -136,6 +136,7 @@ class KafkaSource(Source):
     """``kafka://host:port[,host:port]/topic[,topic]?startingOffsets=...&kafka.<client setting>=...``."""
 
     scheme = "kafka"
+    summary = "Kafka topics through Spark's own Kafka connector"
     supports_continuous = True
     supports_realtime = True
 

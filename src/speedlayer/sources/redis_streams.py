@@ -88,6 +88,7 @@ class RedisStreamsSource(Source):
     """``redis://host:6379/0?stream=vehicles&shards=4`` (see the module docstring for every option)."""
 
     scheme = "redis"
+    summary = "Redis Streams entries, read by entry id ranges (one or more shards)"
 
     def __init__(self, uri: Uri):
         super().__init__(uri)

@@ -57,6 +57,7 @@ class SocketSource(Source):
     """``socket://host:port``: one payload per line; at-most-once (see the module docstring)."""
 
     scheme = "socket"
+    summary = "lines of text from a TCP socket (for demos: at-most-once)"
     supports_continuous = True
     fault_tolerant = False
 

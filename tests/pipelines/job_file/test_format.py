@@ -30,7 +30,8 @@ def write(tmp_path, text, name="job.yaml"):
 def test_the_orders_file_becomes_a_job(tmp_path):
     job = load_job_file(write(tmp_path, ORDERS_YAML))
     assert job.name == "orders" and job.summary.startswith("shop orders: revenue")
-    assert list(job.outputs) == ["revenue", "big-orders", "per-customer", "dead-letters"]
+    assert list(job.outputs) == ["revenue", "big-orders", "per-customer", "dead-letters", "late"]  # late: a dedup key
+    assert job.dedup_key == "order_id" and job.outputs["late"].key == ("order_id", "missed_watermark")
     assert job.default_outputs == ("revenue", "big-orders")
     assert job.defaults == {"watermark": "10s"} and job.default_source == ""
     revenue = job.outputs["revenue"]
@@ -95,7 +96,8 @@ def test_the_definition_changes_with_what_is_computed_only(tmp_path):
     (("outputs:", "defaults: {watermark: 10}\noutputs:"), "defaults.watermark: 10 has no unit: write e.g. 10s or 10ms"),
     (("outputs:", "defaults: {watermark: soon}\noutputs:"), "defaults.watermark: 'soon' is not a duration: use a number "
                                                            "with a unit, e.g. 500ms, 10s, 1min"),
-    (("outputs:", "defaults: {window: 1min}\noutputs:"), "unknown key 'defaults.window': use one of watermark, max_ahead, dedup"),
+    (("outputs:", "defaults: {slide: 1min}\noutputs:"),
+     "unknown key 'defaults.slide': use one of watermark, max_ahead, dedup, window"),
     (("outputs:", "default_outputs: [page]\noutputs:"),
      "default_outputs names 'page', which is not an output: choose among pages"),
     (("sql: SELECT page, t FROM events", "sql: SELECT 1\n    modes: [append, append]"),

@@ -15,6 +15,7 @@ output's SQL. Whether an output keeps state is found from its query's plan befor
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -22,11 +23,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from speedlayer.core.schemas import EventSchema, Field
-from speedlayer.pipelines.base import DEAD_LETTERS, Job, LazyOutputs, Output, Params
+from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.job_file.reading import read_spec
 from speedlayer.pipelines.job_file.spec import JobFileSpec, OutputSpec
 from speedlayer.pipelines.job_file.sql import VIEW, output_query
+from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
 
 __all__ = ["VIEW", "load_job_file", "job_from_spec"]
@@ -50,10 +52,12 @@ def job_from_spec(spec: JobFileSpec, file: str) -> Job:
         time_field=spec.schema_.time_field,
     )
     outputs: dict[str, Output] = {name: _output(name, o, file) for name, o in spec.outputs.items()}
-    outputs["dead-letters"] = DEAD_LETTERS  # with a dedup key, the generic late output is added here too
+    outputs["dead-letters"] = DEAD_LETTERS
+    if spec.dedup_key:
+        outputs["late"] = LATE
     pipeline = partial(job_file_pipeline, time_field=schema.time_field, dedup_key=spec.dedup_key,
                        queries={name: (o.sql, tuple(o.key)) for name, o in spec.outputs.items()}, file=file)
-    return Job(
+    job = Job(
         name=spec.name,
         summary=spec.summary or f"job file {file}",
         schema=schema,
@@ -63,7 +67,10 @@ def job_from_spec(spec: JobFileSpec, file: str) -> Job:
         default_source=spec.default_source or "",
         defaults=spec.defaults.settings(),
         definition=spec.digest(),
+        dedup_key=spec.dedup_key,
     )
+    # the late output reads the job's schema and dedup key, so the pipeline gets the job itself
+    return dataclasses.replace(job, pipeline=partial(pipeline, job=job)) if spec.dedup_key else job
 
 
 def _output(name: str, spec: OutputSpec, file: str) -> Output:
@@ -72,8 +79,10 @@ def _output(name: str, spec: OutputSpec, file: str) -> Output:
 
 
 def job_file_pipeline(events: DataFrame, params: Params, *, time_field: str, dedup_key: str | None,
-                      queries: Mapping[str, tuple[str, tuple[str, ...]]], file: str) -> Mapping[str, DataFrame]:
-    """Each output's SQL over the events, watermarked on ``time_field``, re-sent copies dropped by ``dedup_key``.
+                      queries: Mapping[str, tuple[str, tuple[str, ...]]], file: str,
+                      job: Job | None = None) -> Mapping[str, DataFrame]:
+    """Each output's SQL over the events, watermarked on ``time_field``, re-sent copies dropped by ``dedup_key``;
+    with a dedup key, ``late``: the events behind the watermark (``speedlayer.pipelines.late``) of ``job``.
 
     Every output is built only when asked for (``LazyOutputs``): a run builds the ones it writes.
     The view ``events`` holds the schema's fields only (not ``ingest_time`` nor the source offset,
@@ -84,5 +93,6 @@ def job_file_pipeline(events: DataFrame, params: Params, *, time_field: str, ded
     kept = drop_duplicates(watermarked, params, dedup_key) if dedup_key else watermarked
     view = kept.select(*fields)
     builders = {name: partial(output_query, view, name, sql, key, file) for name, (sql, key) in queries.items()}
-    # the generic late output (events behind the watermark, kept) plugs in here: builders["late"] = ... watermarked
+    if job is not None:
+        builders["late"] = partial(late_events, watermarked, job, params)
     return LazyOutputs(builders)

@@ -29,7 +29,7 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 #: columns decode adds to every event (a field of that name would clash)
 RESERVED_FIELDS = ("ingest_time", "offset")
-#: outputs every job file job gets, or will: dead letters now, late events with the generic late output
+#: outputs every job file job gets: dead letters, and with a dedup key the late events (the generic late output)
 RESERVED_OUTPUTS = ("dead-letters", "late")
 
 
@@ -131,8 +131,10 @@ class DefaultsSpec(_Strict):
     watermark: str | None = None
     max_ahead: str | None = None
     dedup: Literal["exact", "fast"] | None = None
+    #: the tumbling window each row of the late output names (the outputs' own windows are in their SQL)
+    window: str | None = None
 
-    @field_validator("watermark", "max_ahead", mode="before")
+    @field_validator("watermark", "max_ahead", "window", mode="before")
     @classmethod
     def _duration(cls, value: object) -> object:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0:

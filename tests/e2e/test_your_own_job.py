@@ -1,0 +1,111 @@
+"""A user's own job, end to end on the standalone cluster: the example package's ``orders`` job (an entry
+point of ``acme-speedlayer``, installed into the test venv by ``make test``) and its job-file twin.
+
+Each run reads shop orders from a Redis stream (``PER_BATCH`` entries per micro-batch) and writes
+big orders, revenue per minute (update mode), dead letters and late orders into PostgreSQL, on a
+cluster whose workers have neither speedlayer nor the example package (``--ship auto`` packs both).
+While it runs, the dashboard's ``/api/state`` shows the job's queries; then the whole run (driver,
+JVM, Python workers) is SIGKILLed in a batch of ``revenue`` that is planned and not committed, and
+the same command, restarted, finishes. Every table must then hold what ``tests.examples.orders``
+computes in plain Python: no row missing, none twice. ``speedlayer status`` shows every query's
+last batch.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import urllib.request
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.e2e.killing import CliProcess, kill_mid_batch, postgres_rows, wait_for
+from tests.examples.orders import PER_BATCH, expected, order_lines
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+JOB_FILE = ROOT / "examples" / "acme-speedlayer" / "orders.yaml"
+OUTPUTS = ("big", "revenue", "dead-letters", "late")
+RUN_S = 600
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def dashboard_outputs(port: int) -> set[str] | None:
+    """The outputs whose queries the dashboard shows as active, None while it does not answer yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/state", timeout=5) as response:
+            state = json.load(response)
+    except OSError:
+        return None
+    active = {q["output"] for q in state["queries"] if q["active"]}
+    return active if state["job"] == "orders" and active else None
+
+
+@pytest.mark.parametrize("variant", ["package", "job-file"])
+def test_a_users_job_from_redis_into_postgresql_survives_sigkill_on_the_cluster(
+        variant, cluster, cluster_env, redis_url, postgres_url, tmp_path):
+    import redis
+
+    url, prefix = redis_url
+    start = (datetime.now(timezone.utc) - timedelta(minutes=30)).replace(second=0, microsecond=0, tzinfo=None)
+    lines = order_lines(start)
+    client = redis.Redis.from_url(url)
+    for line in lines:
+        client.xadd(f"{prefix}:orders", {"value": line})
+    client.close()
+    job = "orders"
+    if variant == "job-file":
+        job = str(shutil.copy(JOB_FILE, tmp_path / "orders.yaml"))
+    port, state = free_port(), tmp_path / "state"
+    args = ["run", job, "--source", f"{url}?stream={prefix}:orders&max_records_per_trigger={PER_BATCH}",
+            *(a for name in OUTPUTS for a in ("--sink", f"{name}={postgres_url}")), "--output-mode", "revenue=update",
+            "--max-events", str(len(lines)), "--state-dir", str(state), "--master", cluster.url, "--no-live",
+            "--dashboard", "--dashboard-port", str(port), "--spark-ui", "off",
+            "--conf", "spark.sql.shuffle.partitions=2"]
+
+    first = CliProcess(args, tmp_path, tmp_path / "first.log")
+    shown = wait_for(lambda: dashboard_outputs(port), first, RUN_S, "the dashboard showing the queries")
+    kill = kill_mid_batch(first, state, "revenue", 1, RUN_S)
+    assert kill is not None and kill.batch >= 2, "the kill landed between batches"  # in flight: the moment claimed
+    assert kill.after["revenue"].committed < len(lines) // PER_BATCH, kill.describe()
+    final = CliProcess(args, tmp_path, tmp_path / "final.log")
+    assert final.wait(RUN_S) == 0, final.tail()
+    output = final.output()
+    assert f"stopped by --max-events {len(lines)}" in output and "Traceback" not in output, final.tail()
+    assert "ships" in output or "shipping" in output, output[:3000]  # said before start, on a cluster
+    assert shown <= set(OUTPUTS) and "revenue" in shown
+
+    check_tables(postgres_url, expected(lines))
+    status = CliProcess(["status", "--state-dir", str(state), "--no-operators"], tmp_path, tmp_path / "status.log")
+    assert status.wait(120) == 0, status.tail()
+    for name in OUTPUTS:
+        assert name in status.output(), status.tail()
+
+
+def naive(t: datetime) -> datetime:
+    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+
+
+def check_tables(postgres_url: str, want: dict) -> None:
+    big = postgres_rows(postgres_url, "big", ["order_id", "customer", "amount", "currency", "order_time"])
+    assert len(big) == len({r[0] for r in big}), "an order written twice"
+    assert {r[0]: (r[1], r[2], r[3], naive(r[4])) for r in big} == want["big"] and len(big) > 50
+    revenue = postgres_rows(postgres_url, "revenue", ["window_start", "window_end", "currency", "amount", "orders"])
+    assert {(naive(s), naive(e), c): (round(a, 6), n) for s, e, c, a, n in revenue} == want["revenue"]
+    assert len(revenue) == len(want["revenue"]) > 20
+    dead = postgres_rows(postgres_url, "dead_letters", ["payload", "reason"])
+    assert sorted(p for p, _ in dead) == want["dead-letters"] and all(reason for _, reason in dead)
+    late = postgres_rows(postgres_url, "late", ["order_id", "customer", "amount", "currency", "order_time",
+                                                "window_start", "window_end", "missed_watermark", "copies"])
+    assert {r[0]: (r[1], r[2], r[3], naive(r[4]), naive(r[5]), naive(r[6])) for r in late} == want["late"]
+    assert len(late) == len(want["late"]) == 6
+    assert all(naive(r[7]) > naive(r[4]) and r[8] == 1 for r in late), late
+
