@@ -15,27 +15,22 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import urllib.request
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.e2e.checks import naive_utc
 from tests.e2e.killing import CliProcess, kill_mid_batch, postgres_rows, wait_for
 from tests.examples.orders import PER_BATCH, expected, order_lines
+from tests.servers import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 JOB_FILE = ROOT / "examples" / "acme-speedlayer" / "orders.yaml"
 OUTPUTS = ("big", "revenue", "dead-letters", "late")
 RUN_S = 600
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def dashboard_outputs(port: int) -> set[str] | None:
@@ -90,22 +85,18 @@ def test_a_users_job_from_redis_into_postgresql_survives_sigkill_on_the_cluster(
         assert name in status.output(), status.tail()
 
 
-def naive(t: datetime) -> datetime:
-    return t.astimezone(timezone.utc).replace(tzinfo=None) if t.tzinfo else t
-
-
 def check_tables(postgres_url: str, want: dict) -> None:
     big = postgres_rows(postgres_url, "big", ["order_id", "customer", "amount", "currency", "order_time"])
     assert len(big) == len({r[0] for r in big}), "an order written twice"
-    assert {r[0]: (r[1], r[2], r[3], naive(r[4])) for r in big} == want["big"] and len(big) > 50
+    assert {r[0]: (r[1], r[2], r[3], naive_utc(r[4])) for r in big} == want["big"] and len(big) > 50
     revenue = postgres_rows(postgres_url, "revenue", ["window_start", "window_end", "currency", "amount", "orders"])
-    assert {(naive(s), naive(e), c): (round(a, 6), n) for s, e, c, a, n in revenue} == want["revenue"]
+    assert {(naive_utc(s), naive_utc(e), c): (round(a, 6), n) for s, e, c, a, n in revenue} == want["revenue"]
     assert len(revenue) == len(want["revenue"]) > 20
     dead = postgres_rows(postgres_url, "dead_letters", ["payload", "reason"])
     assert sorted(p for p, _ in dead) == want["dead-letters"] and all(reason for _, reason in dead)
     late = postgres_rows(postgres_url, "late", ["order_id", "customer", "amount", "currency", "order_time",
                                                 "window_start", "window_end", "missed_watermark", "copies"])
-    assert {r[0]: (r[1], r[2], r[3], naive(r[4]), naive(r[5]), naive(r[6])) for r in late} == want["late"]
+    assert {r[0]: (r[1], r[2], r[3], naive_utc(r[4]), naive_utc(r[5]), naive_utc(r[6])) for r in late} == want["late"]
     assert len(late) == len(want["late"]) == 6
-    assert all(naive(r[7]) > naive(r[4]) and r[8] == 1 for r in late), late
+    assert all(naive_utc(r[7]) > naive_utc(r[4]) and r[8] == 1 for r in late), late
 

@@ -8,7 +8,7 @@ from speedlayer.core import plugins
 
 def _summary(cls: type) -> str:
     """A connector's ``summary``, else its class name."""
-    return getattr(cls, "summary", "") or cls.__name__
+    return cls.summary or cls.__name__
 
 
 def _by_class(registry: plugins.Registry) -> list[tuple[list[str], plugins.Entry]]:

@@ -49,7 +49,7 @@ def jobs_command(
         spec = entry.value
         source = spec.default_source or "none, give --source"
         say(f"{name:<12} {spec.summary} (outputs: {', '.join(spec.outputs)}; default source: {source}; "
-             f"from {package_label(entry.package)})")
+            f"from {package_label(entry.package)})")
     say_problems(_problems(registry))
     say("describe one with 'speedlayer jobs NAME'; run your own with 'speedlayer run MODULE:ATTRIBUTE'")
 
