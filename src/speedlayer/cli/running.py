@@ -115,7 +115,7 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
         if view is not None:
             view.attach(run)
 
-    run = Run(spark, plan, on_started=on_started)
+    run = Run(spark, plan, on_started=on_started, notify=lambda line: errors.print(f"note: {line}", soft_wrap=True))
 
     def on_interrupt(signum, frame):  # noqa: ARG001
         if run.stop_requested.is_set():
@@ -162,7 +162,7 @@ def _start_dashboard(run: Run, server: DashboardServer, feed: ResultsFeed | None
         server.serve(run, feed)
         tap = start_tap(run, feed) if feed is not None else None
         if tap is not None:
-            run.side_queries.append(tap)
+            run.add_side_query(tap, restart=lambda: start_tap(run, feed))
         errors.print(f"dashboard: {server.url}  (Prometheus: {server.url}/metrics)", soft_wrap=True)
     except Exception as exc:  # noqa: BLE001 — the dashboard never stops the job
         errors.print(f"note: the dashboard could not start: {' '.join(str(exc).split())[:300]}", soft_wrap=True)

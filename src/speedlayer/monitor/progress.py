@@ -107,6 +107,7 @@ class ProgressTracker(StreamingQueryListener):
         self._lock = threading.Condition()
         self._queries: dict[str, QueryProgress] = {}
         self._names: dict[str, str] = {}  # query id -> name (the termination event carries no name)
+        self._current: dict[str, str] = {}  # name -> id of its latest start (a query may be restarted)
         self.interval_ms = interval_ms
         self.source_lag = source_lag
         self._subscribers: list[Callable[[BatchMetrics], None]] = []
@@ -129,13 +130,19 @@ class ProgressTracker(StreamingQueryListener):
         name = name or query_id
         with self._lock:
             self._names[query_id] = name
-            self._queries[name] = QueryProgress(name)
+            self._current[name] = query_id
+            known = self._queries.get(name)
+            if known is not None:  # restarted in the same run: its batches so far count
+                known.terminated, known.error = False, None
+            else:
+                self._queries[name] = QueryProgress(name)
 
     def terminated(self, query_id: str, exception: str | None = None) -> None:
         """A query ended; every progress report of it has been recorded before this."""
         with self._lock:
-            query = self._queries.get(self._names.get(query_id, query_id))
-            if query is not None:
+            name = self._names.get(query_id, query_id)
+            query = self._queries.get(name)
+            if query is not None and self._current.get(name, query_id) == query_id:  # not a restarted query's end
                 query.terminated = True
                 if exception:
                     query.error = exception.strip().splitlines()[0][:400]

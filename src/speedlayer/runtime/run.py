@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import shutil
 import threading
 import time
@@ -27,13 +28,22 @@ from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.plan import QueryPlan, RunPlan, prepare_state
 from speedlayer.runtime.reach import check_reachable, run_places
 from speedlayer.runtime.session import is_local
-from speedlayer.runtime.stopping import first_line, raise_if_failed_while_stopping, stop_after_batch
+from speedlayer.runtime.stopping import (
+    first_line,
+    is_busy_machine_failure,
+    raise_if_failed_while_stopping,
+    stop_after_batch,
+)
 from speedlayer.runtime.streamable import check_streamable, keeps_state
 from speedlayer.sinks.base import Target
 from speedlayer.sources.base import Source
 
+log = logging.getLogger("speedlayer.run")
+
 #: what the last run did (per query: batches, rows, final watermark), written when it stops
 LAST_RUN = "last-run.json"
+#: times one query is restarted after a Python worker too slow to start (a busy machine) before the run fails
+BUSY_RESTARTS = 3
 #: batches a bounded (--max-events) query runs after its last event, so the watermark can close windows
 FLUSH_BATCHES = 2
 
@@ -112,7 +122,8 @@ class Run:
     >>> run = Run(spark, plan_run(settings)); run.start(); summary = run.wait()  # doctest: +SKIP
     """
 
-    def __init__(self, spark, plan: RunPlan, on_started: Callable[[Run], None] | None = None):
+    def __init__(self, spark, plan: RunPlan, on_started: Callable[[Run], None] | None = None,
+                 notify: Callable[[str], None] | None = None):
         self.spark, self.plan = spark, plan
         interval = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
         self.tracker = ProgressTracker(interval, plan.source.lag)
@@ -127,6 +138,9 @@ class Run:
         self._started_at = 0.0
         self._reached: dict[str, int] = {}  # per query: the batch that read the --max-events-th event
         self._on_started = on_started
+        self._notify = notify or (lambda line: log.warning("speedlayer: %s", line))
+        self._starters: dict[str, Callable[[], Any]] = {}  # by query name: starts it again (see _restarted)
+        self._restarts: dict[str, int] = {}
 
     def start(self) -> None:
         self.plan.lock_state()
@@ -158,7 +172,7 @@ class Run:
                 if qp.output.stateful is None:  # a job file's output: its plan tells
                     qp.output = dataclasses.replace(qp.output, stateful=keeps_state(df))
             for qp, df, target in built:
-                self._start_query(qp, df, target)
+                self.queries.append(self._start_query(qp, df, target))
         except SpeedlayerError:
             self._stop_all()
             self.plan.unlock_state()
@@ -179,7 +193,7 @@ class Run:
                         rejected=str(plan.state_dir / "rejected" / qp.output.name))
         return qp, qp.sink.records(build_output(self.spark, plan, qp.output.name), target), target
 
-    def _start_query(self, qp: QueryPlan, df: Any, target: Target) -> None:
+    def _start_query(self, qp: QueryPlan, df: Any, target: Target) -> Any:
         writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
                   .option("checkpointLocation", str(qp.checkpoint)))
         writer = self.plan.trigger.apply(writer)
@@ -188,7 +202,35 @@ class Run:
             df = _per_batch_schema_frame(self.spark, df, qp.output.per_batch)
         query = qp.sink.start(writer, df, target)
         qp.name = query.name  # a sink may name its query (the memory sink names its table so)
-        self.queries.append(query)
+        self._starters[query.name] = lambda: self._start_query(qp, df, target)
+        return query
+
+    def add_side_query(self, query: Any, restart: Callable[[], Any]) -> None:
+        """Keep a started query that serves a view (the dashboard's tap): stopped with the run, never
+        waited for; ``restart()`` starts it again after a busy machine failed it."""
+        self.side_queries.append(query)
+        self._starters[query.name] = restart
+
+    def _restarted(self, query: Any) -> bool:
+        """Restart a query that failed only because the machine was too busy to start a Python worker in
+        time (Spark gives it a fixed 10 s); it resumes from its checkpoint, as after any restart."""
+        error, name = query.exception(), query.name
+        done = self._restarts.get(name, 0)
+        if (done >= BUSY_RESTARTS or name not in self._starters or self.stop_requested.is_set()
+                or not is_busy_machine_failure(error)):
+            return False
+        self._restarts[name] = done + 1
+        self._notify(f"query {name}: {first_line(error)} (the machine is busy); restarting it from its "
+                     f"checkpoint ({done + 1}/{BUSY_RESTARTS})")
+        queries = self.queries if query in self.queries else self.side_queries
+        queries.remove(query)
+        try:
+            restarted = self._starters[name]()
+        except Exception as exc:  # Spark refused the query this time: say why in one line
+            raise QueryFailedError(f"query {name} could not be restarted: {first_line(exc)}") from exc
+        if restarted is not None:
+            queries.append(restarted)
+        return True
 
     def _share_cores(self) -> None:
         """Continuous mode runs one task per source partition for good: the queries must fit the cores."""
@@ -235,6 +277,10 @@ class Run:
         try:
             while True:
                 failed = next((q for q in self.queries if not q.isActive and q.exception() is not None), None)
+                if failed is not None and self._restarted(failed):
+                    continue
+                for side in [q for q in self.side_queries if not q.isActive and q.exception() is not None]:
+                    self._restarted(side)
                 if failed is not None:
                     error = failed.exception()
                     line = first_line(error, self.written_places().get(failed.name, ()))

@@ -18,6 +18,9 @@ from speedlayer.sinks.batches import sink_error_message
 
 #: longest a graceful stop waits for in-flight batches before interrupting them
 STOP_TIMEOUT_S = 120
+#: what Spark says when a Python worker it started (a Python source's planner) was too slow to connect
+#: back: a busy machine, not a fault of the query, whose checkpoint a restart resumes from
+WORKER_TOO_SLOW = "Python worker failed to connect back"
 #: how a Python traceback opens (a Python worker's error carries one in Spark's message)
 TRACEBACK = "Traceback (most recent call last):"
 
@@ -46,6 +49,18 @@ def first_line(error: BaseException, places: Iterable[Path] = ()) -> str:
             raised = _traceback_exception(str(text)) if line.rstrip().endswith(TRACEBACK) else None
             return (line.replace(TRACEBACK, raised) if raised else line).strip()[:400]
     return type(error).__name__
+
+
+def is_busy_machine_failure(error: BaseException) -> bool:
+    """Whether a query failed only because a Python worker started too slowly (restarting it is safe).
+
+    >>> is_busy_machine_failure(RuntimeError("Python worker failed to connect back."))
+    True
+    >>> is_busy_machine_failure(RuntimeError("Data too long for column 'word'"))
+    False
+    """
+    text = getattr(error, "desc", None) or str(error)
+    return WORKER_TOO_SLOW in f"{text}\n{_causes(error)}"
 
 
 def _traceback_exception(text: str) -> str | None:

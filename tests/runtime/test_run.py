@@ -1,0 +1,59 @@
+"""A run survives a machine too busy to start a Python worker in time: the query restarts from its checkpoint.
+
+Spark gives a Python source's planner a fixed 10 s to connect back to the JVM; on a saturated machine
+it fails the query with "Python worker failed to connect back". Here the interpreter Spark starts is a
+wrapper that holds the first planner 12 s (a marker file shows it did), and the run must still write
+exactly what plain Python computes from the orders.
+"""
+
+import logging
+import sys
+import time
+
+import redis
+
+import speedlayer
+from speedlayer.runtime.run import BUSY_RESTARTS
+from tests.runtime.shop import SHOP, expected, order_lines
+
+SLOW_PLANNER = """#!/bin/sh
+case "$*" in *python_streaming_source_runner*)
+  if [ ! -e {marker} ]; then date +%s.%N > {marker}; sleep 12; fi;;
+esac
+exec {python} "$@"
+"""
+
+
+def test_a_planner_too_slow_to_connect_back_restarts_its_query_and_loses_nothing(
+        spark, redis_url, tmp_path, monkeypatch, caplog):
+    url, prefix = redis_url
+    lines = order_lines()
+    client = redis.Redis.from_url(url)
+    for line in lines:
+        client.xadd(f"{prefix}:orders", {"value": line})
+    client.close()
+    orders, totals, malformed = expected(lines)
+    marker, wrapper = tmp_path / "held", tmp_path / "slow-python"
+    wrapper.write_text(SLOW_PLANNER.format(marker=marker, python=sys.executable))
+    wrapper.chmod(0o755)
+    # Spark starts a source's planner with the interpreter the source was registered with
+    monkeypatch.setattr(spark.sparkContext, "pythonExec", str(wrapper))
+
+    started = time.time()
+    with caplog.at_level(logging.WARNING, logger="speedlayer.run"):
+        summary = speedlayer.run(SHOP, source=f"{url}?stream={prefix}:orders", trigger="available-now", spark=spark,
+                                 state_dir=str(tmp_path / "state"), sinks={
+                                     "orders": f"parquet:{tmp_path / 'orders'}", "totals": "memory:busy_totals",
+                                     "dead-letters": f"parquet:{tmp_path / 'dead'}"}).wait()
+
+    held_at = float(marker.read_text())
+    assert started < held_at < started + 60  # the planner really was held, during this run
+    restarts = [r.getMessage() for r in caplog.records if "restarting it from its checkpoint" in r.getMessage()]
+    assert len(restarts) == 1 and "Python worker failed to connect back" in restarts[0]
+    assert restarts[0].endswith(f"(1/{BUSY_RESTARTS})")
+    assert summary.stopped_by == "end of input"
+    written = spark.read.parquet(str(tmp_path / "orders")).collect()
+    assert sorted(r.order_id for r in written) == sorted(o["order_id"] for o in orders)
+    assert {(r.customer, r.currency): (r.orders, round(r.amount, 6)) for r in spark.table("busy_totals").collect()} == \
+        {k: (n, round(a, 6)) for k, (n, a) in totals.items()}
+    assert sorted(r.payload for r in spark.read.parquet(str(tmp_path / "dead")).collect()) == sorted(malformed)
