@@ -10,6 +10,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
+#: Java options of every JVM the tests start (this session's, the CLI's, the test cluster's): the tests
+#: run small data, where C1 alone compiles enough and a serial collector wastes no threads on 2 cores.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)  # read by spark-submit, which starts each driver JVM
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ import pytest
 from speedlayer.runtime.shipping import CACHE_ENV
 from speedlayer.testing.cluster import StandaloneCluster, bare_environment
 from tests import servers
+from tests.conftest import TEST_JVM_OPTIONS
 
 #: events in the streams: 10 micro-batches of PER_TRIGGER; 100 s of event time (rate=200), 100 vehicles
 N = 20_000
@@ -81,7 +82,8 @@ def cluster(tmp_path_factory):
     probe = subprocess.run([PYTHON, "-c", "import speedlayer"], env=bare, capture_output=True, text=True,
                            cwd=tmp_path_factory.mktemp("probe"))
     assert probe.returncode != 0, "the workers' Python imports speedlayer: shipping would not be tested"
-    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=WORKERS, cores=CORES, memory="1g") as running:
+    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=WORKERS, cores=CORES, memory="1g",
+                           java_options=TEST_JVM_OPTIONS) as running:
         yield running
 
 

@@ -69,14 +69,21 @@ class Worker:
 
 
 class StandaloneCluster:
-    """A master and ``workers`` workers on loopback, each with ``cores`` cores and ``memory`` of executor memory."""
+    """A master and ``workers`` workers on loopback, each with ``cores`` cores and ``memory`` of executor memory.
 
-    def __init__(self, work_dir: Path, workers: int = 2, cores: int = 1, memory: str = "1g", start_timeout: float = 120.0):
+    ``java_options`` reach every JVM of the cluster, executors included (through ``JAVA_TOOL_OPTIONS``),
+    e.g. ``-XX:TieredStopAtLevel=1``, which starts faster for tests that run small data.
+    """
+
+    def __init__(self, work_dir: Path, workers: int = 2, cores: int = 1, memory: str = "1g", start_timeout: float = 120.0,
+                 java_options: str = ""):
         self.work_dir, self.cores, self.memory, self.timeout = Path(work_dir), cores, memory, start_timeout
         self.count = workers
         self.port = free_port()
         self.url = f"spark://{LOOPBACK}:{self.port}"
         self.env = bare_environment()
+        if java_options:
+            self.env["JAVA_TOOL_OPTIONS"] = java_options
         self.master: subprocess.Popen | None = None
         self.workers: list[Worker] = []
 
