@@ -18,15 +18,9 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)  # read by spark-su
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from speedlayer.runtime.session import build_session
+    from speedlayer.testing import local_session
 
-    log = tmp_path_factory.mktemp("spark-log") / "spark.log"
-    session = build_session(
-        "local[2]",
-        {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"},
-        app_name="speedlayer-tests",
-        log_file=log,
-    )
+    session = local_session(log_file=tmp_path_factory.mktemp("spark-log") / "spark.log")
     yield session
     session.stop()
 

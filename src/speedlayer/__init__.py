@@ -56,6 +56,7 @@ _EXPORTS = {
     "EventSchema": "speedlayer.core.schemas",
     "Field": "speedlayer.core.schemas",
     "RAW_SCHEMA": "speedlayer.core.schemas",
+    "VEHICLE_EVENT": "speedlayer.core.schemas",  # the fleet's pings, for jobs of your own over them
     # sources and sinks
     "Source": "speedlayer.sources.base",
     "Sink": "speedlayer.sinks.base",
@@ -64,6 +65,7 @@ _EXPORTS = {
     "AT_LEAST_ONCE": "speedlayer.sinks.base",
     "Uri": "speedlayer.core.uris",
     "parse_options": "speedlayer.core.uris",
+    "parse_uri": "speedlayer.core.uris",
     # running from Python
     "run": "speedlayer.runtime.handle",
     "RunHandle": "speedlayer.runtime.handle",

@@ -15,6 +15,8 @@ def run(capsys, *argv):
 @pytest.mark.parametrize("argv,match", [
     (["run", "nope"], "unknown job 'nope'"),
     (["run", "fleet", "--bogus"], "no such option --bogus for job 'fleet': its own options are --zones"),
+    (["run", "fleet", "--duraton", "10"], "no such option --duraton for job 'fleet': did you mean --duration? its own"),
+    (["run", "fleet", "--trip-gapp", "10"], "did you mean --trip-gap?"),
     (["run", "fleet", "--trigger", "soon"], "unknown trigger 'soon'"),
     (["run", "fleet", "--max-events", "many"], "--max-events"),
     (["run", "fleet", "--source", "kafka//broker"], "has no scheme"),

@@ -57,3 +57,38 @@ def test_a_planner_too_slow_to_connect_back_restarts_its_query_and_loses_nothing
     assert {(r.customer, r.currency): (r.orders, round(r.amount, 6)) for r in spark.table("busy_totals").collect()} == \
         {k: (n, round(a, 6)) for k, (n, a) in totals.items()}
     assert sorted(r.payload for r in spark.read.parquet(str(tmp_path / "dead")).collect()) == sorted(malformed)
+
+
+BROKEN_JOB = '''
+from pyspark.sql import functions as F
+from tests.runtime.shop import SHOP
+import dataclasses
+
+def totals(orders, params):
+    return {"totals": orders.groupBy("customr").agg(F.count("*").alias("orders"))}  # a typo: customer
+
+BROKEN = dataclasses.replace(SHOP, name="broken", pipeline=totals, outputs={"totals": SHOP.outputs["totals"]},
+                             default_outputs=("totals",))
+'''
+
+
+def test_a_pipeline_asking_for_a_column_its_events_lack_is_one_line_naming_output_and_function(
+        spark, capfd, tmp_path, monkeypatch):
+    import pytest
+
+    from speedlayer.cli.app import main
+
+    (tmp_path / "broken_job.py").write_text(BROKEN_JOB)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "orders.jsonl").write_text("\n".join(order_lines(4)) + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "broken_job:BROKEN", "--source", f"files:{tmp_path / 'landing'}?format=json", "--trigger",
+              "available-now", "--state-dir", str(tmp_path / "state"), "--no-live", "--master", "local[2]"])
+    err = capfd.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert "Traceback" not in err and "{" not in err  # no JSON log record with the plan and the JVM's stack
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, err
+    assert errors[0].startswith("error: output 'totals' of job 'broken': [UNRESOLVED_COLUMN"), errors
+    assert "`customr`" in errors[0] and errors[0].endswith("fix the job's pipeline (broken_job.totals)")

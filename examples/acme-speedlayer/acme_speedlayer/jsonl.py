@@ -23,7 +23,8 @@ class JsonLinesSink(Sink):
 
     def check(self, output_name, fresh_checkpoint):
         if fresh_checkpoint and any(self.path.glob("batch-*.jsonl")):
-            raise SinkError(f"{self.path} holds another run's batches: remove them, or resume that run's --state-dir")
+            raise SinkError(f"{self.path} holds batches of another run: remove that directory, "
+                            "or resume the run that wrote them with its --state-dir")
 
     def start(self, writer, df, target):
         folder = self.path

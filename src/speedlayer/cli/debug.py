@@ -33,6 +33,17 @@ def enabled() -> bool:
     return _state["on"] or os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def quiet_query_context_logs() -> None:
+    """Unless debug is on, silence PySpark's query-context loggers: on a Spark analysis error they print
+    the whole plan and JVM stack trace, before speedlayer's one line says what to fix."""
+    if enabled():
+        return
+    from pyspark.logger import PySparkLogger
+
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     seen: set[int] = set()
     current: BaseException | None = exc

@@ -11,7 +11,9 @@ option ``currency`` gets ``--currency EUR`` the same way, and ``speedlayer run J
 
 from __future__ import annotations
 
+import difflib
 import typing
+from collections.abc import Sequence
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.pipelines.base import Job
@@ -40,8 +42,9 @@ def job_flags(job: Job) -> dict[str, tuple[str, str, bool, str]]:
     return flags
 
 
-def parse_job_flags(args: list[str], job: Job) -> tuple[dict[str, str], dict[str, str]]:
-    """The job's options and inputs given as flags among ``args`` (what ``speedlayer run`` did not know)."""
+def parse_job_flags(args: list[str], job: Job, run_flags: Sequence[str] = ()) -> tuple[dict[str, str], dict[str, str]]:
+    """The job's options and inputs given as flags among ``args`` (what ``speedlayer run`` did not know);
+    ``run_flags``, run's own, are suggested for a misspelt flag too."""
     flags, options, inputs = job_flags(job), {}, {}
     rest = list(args)
     while rest:
@@ -49,7 +52,9 @@ def parse_job_flags(args: list[str], job: Job) -> tuple[dict[str, str], dict[str
         flag, _, value = arg.partition("=")
         if flag not in flags:
             known = ", ".join(f for f, spec in flags.items() if spec[3]) or "none"
-            raise ConfigError(f"no such option {flag} for job {job.name!r}: its own options are {known} "
+            close = difflib.get_close_matches(flag, [*flags, *run_flags], n=1, cutoff=0.75)
+            meant = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"no such option {flag} for job {job.name!r}: {meant}its own options are {known} "
                               f"(see 'speedlayer run {job.name} --help')")
         kind, name, no_value, _ = flags[flag]
         if no_value:

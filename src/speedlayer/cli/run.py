@@ -111,9 +111,13 @@ def _job_flags(job: str | None, job_file: str | None, args: list[str]) -> tuple[
                                "or job: in --config")
     if not args:
         return {}, {}
+    from typer._click.globals import get_current_context
+
     from speedlayer.cli.job_flags import parse_job_flags
 
-    return parse_job_flags(args, _resolve(job, job_file))
+    context = get_current_context(silent=True)
+    run_flags = [o for p in context.command.params for o in p.opts] if context is not None else []
+    return parse_job_flags(args, _resolve(job, job_file), run_flags)
 
 
 def _resolve(job: str | None, job_file: str | None):

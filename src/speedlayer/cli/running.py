@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from speedlayer.cli.debug import quiet_query_context_logs
 from speedlayer.monitor.dashboard import DEFAULT_PORT, DashboardServer, open_server
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.view import LiveView
@@ -84,6 +85,7 @@ def execute(settings: RunSettings, live: bool, console: Console, errors: Console
 
 def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: Console,
              dashboard: DashboardServer | None, metrics: DashboardServer | None) -> RunSummary:
+    quiet_query_context_logs()
     for note in plan.notes:
         errors.print(f"note: {note}", soft_wrap=True)
     log_file = plan.state_dir / "spark.log"

@@ -51,7 +51,7 @@ def _series(metrics: list) -> dict[str, Any]:
     return {
         "t": [m.ended_ms for m in metrics],
         "batch_id": [m.batch_id for m in metrics],
-        "input_rows": [m.input_rows for m in metrics],
+        "input_rows": [m.records_read for m in metrics],
         "input_rate": [round(m.input_rate, 1) for m in metrics],
         "processing_rate": [round(m.processing_rate, 1) for m in metrics],
         "batch_ms": [m.batch_ms for m in metrics],

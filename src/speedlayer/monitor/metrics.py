@@ -74,6 +74,12 @@ class BatchMetrics:
     source_lag: int | None = None
 
     @property
+    def records_read(self) -> int:
+        """Records the batch took from its source: decoded events plus dead letters where decode counted
+        them (a files source's Spark rows are whole files), else Spark's ``numInputRows``."""
+        return self.events + (self.dead_letters or 0) if self.events is not None else self.input_rows
+
+    @property
     def ended_ms(self) -> int:
         return self.started_ms + self.batch_ms
 

@@ -187,9 +187,10 @@ class ProgressTracker(StreamingQueryListener):
             m.source_lag = lag
             q.batches += 1
             q.last_batch_id = max(q.last_batch_id, m.batch_id)
-            q.input_rows += m.input_rows
+            q.input_rows += m.records_read
             q.input_rate, q.processing_rate, q.batch_ms = m.input_rate, m.processing_rate, m.batch_ms
-            q.watermark = (progress.get("eventTime") or {}).get("watermark", q.watermark)
+            if m.watermark_ms:  # Spark reports 1970 until the first event
+                q.watermark = (progress.get("eventTime") or {})["watermark"]
             q.sources = progress.get("sources") or []
             q.max_event_ms = m.max_event_ms
             q.history.append(progress)

@@ -76,7 +76,7 @@ def _query_families() -> dict[str, Metric]:
 
     return {
         "batches": counter("batches", "micro-batches completed"),
-        "input_rows": counter("input_rows", "rows read from the source"),
+        "input_rows": counter("input_rows", "records read from the source (events and dead letters)"),
         "output_rows": counter("output_rows", "rows written to the sink (where Spark reports it)"),
         "dropped_by_watermark": counter("rows_dropped_by_watermark", "rows dropped as late by stateful operators"),
         "duplicates_removed": counter("duplicates_removed", "rows removed by deduplication operators"),

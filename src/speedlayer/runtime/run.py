@@ -191,7 +191,15 @@ class Run:
         jvm_only = plan.trigger.continuous or plan.trigger.realtime
         target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode),
                         rejected=str(plan.state_dir / "rejected" / qp.output.name))
-        return qp, qp.sink.records(build_output(self.spark, plan, qp.output.name), target), target
+        from pyspark.errors import AnalysisException
+
+        try:
+            df = build_output(self.spark, plan, qp.output.name)
+        except AnalysisException as exc:  # the job's own code asks for what its input does not have
+            pipeline = plan.job.pipeline
+            raise ConfigError(f"output '{qp.output.name}' of job '{plan.job.name}': {first_line(exc)}: fix the job's "
+                              f"pipeline ({pipeline.__module__}.{pipeline.__qualname__})") from exc
+        return qp, qp.sink.records(df, target), target
 
     def _start_query(self, qp: QueryPlan, df: Any, target: Target) -> Any:
         writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)

@@ -7,6 +7,7 @@
   one offset per row.
 - ``check_sink_idempotent`` (``sink_check``): a sink holds what its output mode says, and a batch
   written again changes nothing (exactly-once) or only adds duplicates (at-least-once).
+- ``local_session`` (``session``): one SparkSession for a test suite, with speedlayer's settings.
 - ``speedlayer.testing.cluster``: a Spark standalone cluster on loopback (``StandaloneCluster``).
 
 Failed checks raise ``CheckFailed`` subclasses (``errors``): AssertionErrors whose message says what to change.
@@ -25,6 +26,7 @@ from speedlayer.testing.errors import (
 )
 from speedlayer.testing.jobs import Compared, assert_stream_equals_batch
 from speedlayer.testing.scripted import ScriptedStream, Step
+from speedlayer.testing.session import local_session
 from speedlayer.testing.sink_check import SinkReport, check_sink_idempotent
 from speedlayer.testing.source_check import SourceReport, check_source_replay
 
@@ -32,5 +34,5 @@ __all__ = [
     "CheckFailed", "CollectSink", "Compared", "NothingCompared", "OffsetProblem", "ReplayMismatch", "SinkContentMismatch",
     "ScriptedStream", "SinkNotIdempotent", "SinkReport", "SourceReport", "StandaloneCluster", "Step", "StreamBatchMismatch",
     "assert_stream_equals_batch", "bare_environment", "check_sink_idempotent", "check_source_replay", "descendants",
-    "free_port", "processes",
+    "free_port", "local_session", "processes",
 ]

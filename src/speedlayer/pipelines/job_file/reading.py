@@ -33,7 +33,7 @@ _WHAT = {
 def read_spec(path: Path) -> JobFileSpec:
     """The job file at ``path``, validated; a ConfigError in one line otherwise."""
     if not path.is_file():
-        raise ConfigError(f"job file {path} does not exist: check the path given to --job-file")
+        raise ConfigError(f"job file {path} does not exist: check its path (the JOB argument, --job-file or job_file:)")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
