@@ -3,8 +3,6 @@
 from dataclasses import replace
 from datetime import datetime
 
-import pytest
-
 from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT, EventSchema, Field
 from speedlayer.decode.validate import decode
 
@@ -31,7 +29,9 @@ def test_numeric_event_time_is_epoch_milliseconds(spark):
     assert event.event_time == datetime(2026, 11, 22, 10, 0, 3, 250000)
 
 
-@pytest.mark.parametrize("payload,reason", [
+#: (payload, the reason decode gives) of each kind of bad payload; each test decodes a list like this one
+#: in one DataFrame, one row per case, and compares by the row's offset (its index)
+BAD_PAYLOADS = [
     ('{"event_id":"e-1","vehicle_id":"V1"', "malformed JSON: not a JSON object"),
     ("#garbage 17", "malformed JSON: not a JSON object"),
     ("[1, 2]", "malformed JSON: not a JSON object"),
@@ -55,12 +55,19 @@ def test_numeric_event_time_is_epoch_milliseconds(spark):
      "field 'event_time' is not before 2262-01-01T00:00:00Z: a clock gone wrong"),
     (GOOD.replace("2026-11-22T10:00:03.250Z", "yesterday"),
      "field 'event_time' is not a valid timestamp (ISO-8601 or epoch milliseconds)"),
-])
-def test_each_kind_of_bad_payload_is_a_dead_letter_with_its_reason(spark, payload, reason):
-    decoded = decode(raw(spark, payload), VEHICLE_EVENT)
+]
+
+
+def by_offset(rows, *columns) -> dict:
+    """``{offset: row's columns}`` of collected rows (one column: its value)."""
+    return {r.offset: r[columns[0]] if len(columns) == 1 else tuple(r[c] for c in columns) for r in rows}
+
+
+def test_each_kind_of_bad_payload_is_a_dead_letter_with_its_reason(spark):
+    decoded = decode(raw(spark, *(payload for payload, _ in BAD_PAYLOADS)), VEHICLE_EVENT)
     assert decoded.events.count() == 0
-    letters = decoded.dead_letters.collect()
-    assert [(d.payload, d.reason, d.offset, d.ingest_time) for d in letters] == [(payload, reason, "0", INGEST)]
+    assert by_offset(decoded.dead_letters.collect(), "payload", "reason", "ingest_time") == {
+        str(i): (payload, reason, INGEST) for i, (payload, reason) in enumerate(BAD_PAYLOADS)}
 
 
 def test_good_and_bad_are_split_without_loss(spark):
@@ -70,7 +77,7 @@ def test_good_and_bad_are_split_without_loss(spark):
     assert sorted(r.event_id for r in decoded.events.collect()) == ["e-1", "e-2"]
 
 
-@pytest.mark.parametrize("text,expected", [
+EVENT_TIME_FORMS = [
     ('"2026-11-22T10:00:03.250Z"', datetime(2026, 11, 22, 10, 0, 3, 250000)),   # ISO-8601, UTC
     ('"2026-11-22T11:00:03.250+01:00"', datetime(2026, 11, 22, 10, 0, 3, 250000)),  # with an offset
     ('"2026-11-22 10:00:03"', datetime(2026, 11, 22, 10, 0, 3)),               # space, no fraction
@@ -78,63 +85,75 @@ def test_good_and_bad_are_split_without_loss(spark):
     ("1795341603250", datetime(2026, 11, 22, 10, 0, 3, 250000)),               # epoch milliseconds
     ('"1795341603250"', datetime(2026, 11, 22, 10, 0, 3, 250000)),             # ... sent as a string
     ("946684800000", datetime(2000, 1, 1)),                                     # the earliest accepted
-])
-def test_event_time_forms(spark, text, expected):
-    [event] = decode(raw(spark, GOOD.replace('"2026-11-22T10:00:03.250Z"', text)), VEHICLE_EVENT).events.collect()
-    assert event.event_time == expected
+]
 
 
-@pytest.mark.parametrize("edit,expected", [
-    # What a typed parse alone would refuse, or take differently, and decode accepts as the text says.
+def test_event_time_forms(spark):
+    payloads = [GOOD.replace('"2026-11-22T10:00:03.250Z"', text) for text, _ in EVENT_TIME_FORMS]
+    events = decode(raw(spark, *payloads), VEHICLE_EVENT).events.collect()
+    assert by_offset(events, "event_time") == {str(i): expected for i, (_, expected) in enumerate(EVENT_TIME_FORMS)}
+
+
+#: What a typed parse alone would refuse, or take differently, and decode accepts as the text says.
+LENIENT = [
     (("87.5", '"87.5"'), {"speed_kmh": 87.5}),                         # a number sent as a string
     (("87.5", "87"), {"speed_kmh": 87.0}),                             # an integer for a double
     (('"V0001"', "1"), {"vehicle_id": "1"}),                            # a number for a string
     (('"2026-11-22T10:00:03.250Z"', '"1795341603250"'), {"event_time": datetime(2026, 11, 22, 10, 0, 3, 250000)}),
-])
-def test_lenient_values_are_accepted_as_the_text_says(spark, edit, expected):
-    [event] = decode(raw(spark, GOOD.replace(*edit)), VEHICLE_EVENT).events.collect()
-    assert {name: event[name] for name in expected} == expected
+]
 
 
-@pytest.mark.parametrize("edit,reason", [
+def test_lenient_values_are_accepted_as_the_text_says(spark):
+    events = decode(raw(spark, *(GOOD.replace(*edit) for edit, _ in LENIENT)), VEHICLE_EVENT).events.collect()
+    assert {e.offset: {name: e[name] for name in LENIENT[int(e.offset)][1]} for e in events} == {
+        str(i): expected for i, (_, expected) in enumerate(LENIENT)}
+
+
+TYPED_PARSE_WOULD_TAKE = [
     (("87.5", "NaN"), "field 'speed_kmh' is not a valid double"),
     (("87.5", '"NaN"'), "field 'speed_kmh' is not a valid double"),
     (("87.5", "[1]"), "field 'speed_kmh' is not a valid double"),
     (("87.5", "1e400"), "field 'speed_kmh' is not a valid double"),
     (('"V0001"', '"  "'), "missing field 'vehicle_id'"),
-])
-def test_values_a_typed_parse_would_take_are_still_refused(spark, edit, reason):
-    decoded = decode(raw(spark, GOOD.replace(*edit)), VEHICLE_EVENT)
-    assert [d.reason for d in decoded.dead_letters.collect()] == [reason]
+]
+
+
+def test_values_a_typed_parse_would_take_are_still_refused(spark):
+    decoded = decode(raw(spark, *(GOOD.replace(*edit) for edit, _ in TYPED_PARSE_WOULD_TAKE)), VEHICLE_EVENT)
+    assert by_offset(decoded.dead_letters.collect(), "reason") == {
+        str(i): reason for i, (_, reason) in enumerate(TYPED_PARSE_WOULD_TAKE)}
     assert decoded.events.count() == 0
 
 
-@pytest.mark.parametrize("event_time,accepted", [
-    ("2026-11-22T10:00:06.000Z", True),    # exactly max_ahead (1 s by default) after ingest time
-    ("2026-11-22T10:00:06.001Z", False),   # a millisecond more
-    ("1795341606000", True),               # the same two as epoch milliseconds
-    ("1795341606001", False),
-])
-@pytest.mark.parametrize("speed", ["87.5", '"87.5"'])  # the typed parse, and the text path
-def test_event_time_ahead_of_ingest_time_boundary(spark, event_time, accepted, speed):
-    value = event_time if event_time.isdigit() else f'"{event_time}"'
-    payload = GOOD.replace('"2026-11-22T10:00:03.250Z"', value).replace("87.5", speed)
-    decoded = decode(raw(spark, payload), VEHICLE_EVENT)
-    assert decoded.events.count() == (1 if accepted else 0)
-    assert [d.reason for d in decoded.dead_letters.collect()] == (
-        [] if accepted else ["field 'event_time' is more than 1s ahead of ingest time"])
+#: the typed parse, and the text path (the speed sent as text)
+SPEEDS = ["87.5", '"87.5"']
 
 
-@pytest.mark.parametrize("event_time,reason", [
-    ("1999-12-31T23:59:59.999Z", "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),
-    ("1980-01-06T00:00:00Z", "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"),  # the GPS epoch
-    ("2000-01-01T00:00:00Z", None),
-])
-@pytest.mark.parametrize("speed", ["87.5", '"87.5"'])  # the typed parse, and the text path
-def test_event_times_before_2000_are_a_reset_clock(spark, event_time, reason, speed):
-    decoded = decode(raw(spark, GOOD.replace("2026-11-22T10:00:03.250Z", event_time).replace("87.5", speed)), VEHICLE_EVENT)
-    assert [d.reason for d in decoded.dead_letters.collect()] == ([reason] if reason else [])
-    assert decoded.events.count() == (0 if reason else 1)
+def test_event_time_ahead_of_ingest_time_boundary(spark):
+    cases = [(event_time, accepted, speed) for event_time, accepted in [
+        ("2026-11-22T10:00:06.000Z", True),    # exactly max_ahead (1 s by default) after ingest time
+        ("2026-11-22T10:00:06.001Z", False),   # a millisecond more
+        ("1795341606000", True),               # the same two as epoch milliseconds
+        ("1795341606001", False),
+    ] for speed in SPEEDS]
+    payloads = [GOOD.replace('"2026-11-22T10:00:03.250Z"', t if t.isdigit() else f'"{t}"').replace("87.5", speed)
+                for t, _, speed in cases]
+    decoded = decode(raw(spark, *payloads), VEHICLE_EVENT)
+    assert sorted(int(e.offset) for e in decoded.events.collect()) == [i for i, c in enumerate(cases) if c[1]]
+    assert by_offset(decoded.dead_letters.collect(), "reason") == {
+        str(i): "field 'event_time' is more than 1s ahead of ingest time" for i, c in enumerate(cases) if not c[1]}
+
+
+def test_event_times_before_2000_are_a_reset_clock(spark):
+    reset = "field 'event_time' is before 2000-01-01T00:00:00Z: a reset clock"
+    cases = [(event_time, reason, speed) for event_time, reason in [
+        ("1999-12-31T23:59:59.999Z", reset), ("1980-01-06T00:00:00Z", reset),  # the GPS epoch
+        ("2000-01-01T00:00:00Z", None),
+    ] for speed in SPEEDS]
+    payloads = [GOOD.replace("2026-11-22T10:00:03.250Z", t).replace("87.5", speed) for t, _, speed in cases]
+    decoded = decode(raw(spark, *payloads), VEHICLE_EVENT)
+    assert by_offset(decoded.dead_letters.collect(), "reason") == {str(i): c[1] for i, c in enumerate(cases) if c[1]}
+    assert sorted(int(e.offset) for e in decoded.events.collect()) == [i for i, c in enumerate(cases) if not c[1]]
 
 
 def test_the_allowance_is_the_schemas_and_a_bad_ingest_time_refuses_only_its_event(spark):
@@ -184,7 +203,7 @@ ORDER = EventSchema(
 ORDER_OK = '{"id": "o-1", "amount": 10.5, "items": 3, "coupon": "A", "gift": true, "at": "2026-11-22T10:00:03Z"}'
 
 
-@pytest.mark.parametrize("edit,expected", [
+OPTIONAL = [
     ((), ("o-1", 10.5, 3, "A", True)),
     (('"items": 3, ', ""), ("o-1", 10.5, None, "A", True)),                 # an optional field missing
     (('"coupon": "A"', '"coupon": null'), ("o-1", 10.5, 3, None, True)),    # ... null
@@ -194,16 +213,21 @@ ORDER_OK = '{"id": "o-1", "amount": 10.5, "items": 3, "coupon": "A", "gift": tru
     (("true", '"true"'), ("o-1", 10.5, 3, "A", True)),                       # a boolean sent as text (text path)
     (('"items": 3', '"items": "3"'), ("o-1", 10.5, 3, "A", True)),          # a number sent as text
     (("10.5", "1e9"), ("o-1", 1e9, 3, "A", True)),                           # no upper bound on amount
-])
-def test_optional_fields_may_be_missing_and_booleans_are_typed(spark, edit, expected):
-    payload = ORDER_OK.replace(*edit) if edit else ORDER_OK
-    decoded = decode(raw(spark, payload, payload.replace('"o-1"', '"o-2"').replace("10.5", '"10.5"')), ORDER)
-    events = sorted(decoded.events.collect())  # the fast path, and the text path (amount as text)
-    assert [tuple(e[f.name] for f in ORDER.fields[:5]) for e in events] == [expected, ("o-2", *expected[1:])]
+]
+
+
+def test_optional_fields_may_be_missing_and_booleans_are_typed(spark):
+    payloads = []
+    for edit, _ in OPTIONAL:  # each case twice: the fast path, and the text path (amount as text)
+        payload = ORDER_OK.replace(*edit) if edit else ORDER_OK
+        payloads += [payload, payload.replace('"o-1"', '"o-2"').replace("10.5", '"10.5"')]
+    decoded = decode(raw(spark, *payloads), ORDER)
+    assert by_offset(decoded.events.collect(), *(f.name for f in ORDER.fields[:5])) == {
+        str(2 * i + copy): (("o-1", "o-2")[copy], *expected[1:]) for i, (_, expected) in enumerate(OPTIONAL) for copy in (0, 1)}
     assert decoded.dead_letters.count() == 0
 
 
-@pytest.mark.parametrize("edit,reason", [
+OPTIONAL_BAD = [
     (("10.5", "-1"), "field 'amount' is below 0"),
     (('"items": 3', '"items": 100'), "field 'items' is above 99"),
     (('"items": 3', '"items": "many"'), "field 'items' is not a valid long"),
@@ -211,8 +235,10 @@ def test_optional_fields_may_be_missing_and_booleans_are_typed(spark, edit, expe
     (("true", '"maybe"'), "field 'gift' is not a valid boolean"),
     (("true", "[true]"), "field 'gift' is not a valid boolean"),
     (('"id": "o-1", ', ""), "missing field 'id'"),                            # required stays required
-])
-def test_an_optional_field_with_a_bad_value_is_still_refused(spark, edit, reason):
-    decoded = decode(raw(spark, ORDER_OK.replace(*edit)), ORDER)
-    assert [d.reason for d in decoded.dead_letters.collect()] == [reason]
+]
+
+
+def test_an_optional_field_with_a_bad_value_is_still_refused(spark):
+    decoded = decode(raw(spark, *(ORDER_OK.replace(*edit) for edit, _ in OPTIONAL_BAD)), ORDER)
+    assert by_offset(decoded.dead_letters.collect(), "reason") == {str(i): r for i, (_, r) in enumerate(OPTIONAL_BAD)}
     assert decoded.events.count() == 0

@@ -19,9 +19,8 @@ from speedlayer.testing.cluster import StandaloneCluster, bare_environment
 from tests import servers
 from tests.conftest import TEST_JVM_OPTIONS
 
-#: events in the streams: 10 micro-batches of PER_TRIGGER; 100 s of event time (rate=200), 100 vehicles
+#: events in the streams: 100 s of event time (rate=200), 100 vehicles
 N = 20_000
-PER_TRIGGER = 2_000
 SHARDS = 2
 GENERATOR = "generator://?seed=23&late=0&rate=200&vehicles=100"
 #: rows per Arrow record batch in the outage tests: a sink's writes are that small (see ``small_writes``)

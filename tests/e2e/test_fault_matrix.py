@@ -34,13 +34,16 @@ from tests.e2e.checks import (
     naive_utc,
     raw_entries,
 )
-from tests.e2e.conftest import PER_TRIGGER, N
+from tests.e2e.conftest import N
 from tests.e2e.killing import CliProcess, batch_ids, query_state, states, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
-#: the phase each run is held at, and in which batch of each query (every query has a batch of data there)
-PHASES = [("planned", 2), ("mid-write", 4), ("partition-written", 6), ("written", 8)]
+#: events per micro-batch: N of them make five batches (20 s of event time each), the last one held
+PER_TRIGGER = 4_000
+#: the phase each run is held at, and in which batch of each query (every query has rows to write from
+#: batch 1 on: the watermark, 5 s behind the newest event, closes windows of the batch before)
+PHASES = [("planned", 1), ("mid-write", 2), ("partition-written", 3), ("written", 4)]
 HELD_WITHIN_S, FINAL_RUN_S = 300, 600
 
 
