@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-import time
 
 SOURCE = "generator://?late=0&seed=7&rate=500&rows_per_batch=1000"
 
@@ -16,11 +15,9 @@ def test_a_resume_with_another_window_is_refused_in_one_line_and_allowed_with_th
     first = run_cli(*run_args("--max-events", "2000"))
     assert first.returncode == 0, first.stderr[-2000:]
 
-    started = time.monotonic()
     refused = run_cli(*run_args("--max-events", "3000", "--window", "20s"))
     assert refused.returncode == 2
-    assert time.monotonic() - started < 15  # before Spark starts
-    assert refused.stderr.strip().splitlines() == [
+    assert refused.stderr.strip().splitlines() == [  # the one line: no "starting Spark" before it
         f"error: state directory {tmp_path / 'st'} holds a run with other settings (window 10s → 20s): its results "
         "would mix both; start over with a new --state-dir, or pass --allow-changed-settings to resume on purpose"]
 
@@ -37,12 +34,9 @@ def test_a_second_run_on_a_state_directory_in_use_is_refused_at_once(run_cli, tm
         for line in holder.stderr:  # the holder has started Spark: it is past its own checks
             if line.startswith("starting Spark"):
                 break
-        started = time.monotonic()
         second = run_cli(*run_args("--max-events", "1000"))
-        elapsed = time.monotonic() - started
         assert second.returncode == 2, second.stderr[-2000:]
-        assert elapsed < 15, elapsed  # no Spark session, no batch: refused before both
-        assert second.stderr.strip().splitlines() == [
+        assert second.stderr.strip().splitlines() == [  # the one line: refused before "starting Spark"
             f"error: state directory {tmp_path / 'st'} is in use by another run (pid {holder.pid}): wait for it to "
             "stop, or give this run its own --state-dir"]
     finally:

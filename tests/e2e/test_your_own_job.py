@@ -1,16 +1,14 @@
-"""A user's own job, end to end: the example package's ``orders`` job (an entry point of
-``acme-speedlayer``, installed into the test venv by ``make test``) on the standalone cluster, and its
-job-file twin in local mode.
+"""A user's own job, end to end on the standalone cluster: the example package's ``orders`` job (an entry
+point of ``acme-speedlayer``, installed into the test venv by ``make test``) and its job-file twin.
 
 Each run reads shop orders from a Redis stream (``PER_BATCH`` entries per micro-batch) and writes
-big orders, revenue per minute (update mode), dead letters and late orders into PostgreSQL. The
-package job runs on a cluster whose workers have neither speedlayer nor the example package
-(``--ship auto`` packs both); while it runs, the dashboard's ``/api/state`` shows the job's queries;
-then the whole run (driver, JVM, Python workers) is SIGKILLed in a batch of ``revenue`` that is
-planned and not committed, and the same command, restarted, finishes. Every table must then hold
-what ``tests.examples.orders`` computes in plain Python: no row missing, none twice. ``speedlayer
-status`` shows every query's last batch. The job file, run to its end from the CLI, must give the
-same tables.
+big orders, revenue per minute (update mode), dead letters and late orders into PostgreSQL, on a
+cluster whose workers have neither speedlayer nor the example package (``--ship auto`` packs both).
+While it runs, the dashboard's ``/api/state`` shows the job's queries; then the whole run (driver,
+JVM, Python workers) is SIGKILLed in a batch of ``revenue`` that is planned and not committed, and
+the same command, restarted, finishes. Every table must then hold what ``tests.examples.orders``
+computes in plain Python: no row missing, none twice. ``speedlayer status`` shows every query's
+last batch.
 """
 
 from __future__ import annotations
@@ -67,11 +65,13 @@ def run_args(job: str, source: str, lines: list[str], postgres_url: str, state: 
             "--spark-ui", "off", "--conf", "spark.sql.shuffle.partitions=2", *more]
 
 
-def test_the_package_job_from_redis_into_postgresql_survives_sigkill_on_the_cluster(
-        cluster, cluster_env, redis_url, postgres_url, tmp_path):
+@pytest.mark.parametrize("variant", ["package", "job-file"])
+def test_a_users_job_from_redis_into_postgresql_survives_sigkill_on_the_cluster(
+        variant, cluster, cluster_env, redis_url, postgres_url, tmp_path):
     source, lines = orders_stream(redis_url)
+    job = "orders" if variant == "package" else str(shutil.copy(JOB_FILE, tmp_path / "orders.yaml"))
     port, state = free_port(), tmp_path / "state"
-    args = run_args("orders", source, lines, postgres_url, state, "--master", cluster.url,
+    args = run_args(job, source, lines, postgres_url, state, "--master", cluster.url,
                     "--dashboard", "--dashboard-port", str(port))
 
     first = CliProcess(args, tmp_path, tmp_path / "first.log")
@@ -91,16 +91,6 @@ def test_the_package_job_from_redis_into_postgresql_survives_sigkill_on_the_clus
     assert status.wait(120) == 0, status.tail()
     for name in OUTPUTS:
         assert name in status.output(), status.tail()
-
-
-def test_the_job_file_twin_writes_the_same_tables_from_the_cli(redis_url, postgres_url, tmp_path):
-    source, lines = orders_stream(redis_url)
-    job_file = str(shutil.copy(JOB_FILE, tmp_path / "orders.yaml"))
-    run = CliProcess(run_args(job_file, source, lines, postgres_url, tmp_path / "state", "--master", "local[2]"),
-                     tmp_path, tmp_path / "run.log")
-    assert run.wait(RUN_S) == 0, run.tail()
-    assert f"stopped by --max-events {len(lines)}" in run.output() and "Traceback" not in run.output(), run.tail()
-    check_tables(postgres_url, expected(lines))
 
 
 def check_tables(postgres_url: str, want: dict) -> None:

@@ -10,7 +10,8 @@ windows, a 10-minute watermark, big orders from 100.
 Lateness: the input is read ``PER_BATCH`` entries per micro-batch. An order is late when its time is
 at or before the newest order time of the batches two or more before its own, minus the watermark.
 The input is built so that whether Spark's watermark lags one batch or two changes nothing: the
-on-time orders come in time order, and the late ones are an hour old and come after batch 2.
+on-time orders come in time order, and the late ones are an hour old and come in batch 2 (after
+two batches of on-time orders).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from datetime import datetime, timedelta, timezone
 
 from tests.runtime.shop import CURRENCIES, valid_order
 
-PER_BATCH = 50
+PER_BATCH = 100
 WATERMARK, WINDOW, BIG = timedelta(minutes=10), timedelta(minutes=1), 100.0
 EPOCH = datetime(1970, 1, 1)
 
@@ -44,7 +45,7 @@ def _iso(t: datetime) -> str:
 
 def order_lines(start: datetime, count: int = 300) -> list[str]:
     """``count`` orders 2 s apart from ``start`` (naive UTC), every 20th sent twice, the bad lines spread among
-    them, and six orders an hour old after the third batch."""
+    them, and six orders an hour old in the third batch."""
     lines: list[str] = []
     for i in range(count):
         order = {"order_id": f"o-{i:04d}", "customer": f"c{i % 7}", "amount": round((i * 37) % 250 + 0.5, 2),
@@ -57,7 +58,7 @@ def order_lines(start: datetime, count: int = 300) -> list[str]:
     for k in range(6):
         late = {"order_id": f"late-{k}", "customer": f"c{k}", "amount": 50.0 + 40 * k, "currency": CURRENCIES[k % 3],
                 "order_time": _iso(start - timedelta(hours=1) + timedelta(minutes=k))}
-        lines.insert(4 * PER_BATCH + 9 * k, json.dumps(late))
+        lines.insert(2 * PER_BATCH + 9 * k, json.dumps(late))
     return lines
 
 

@@ -30,8 +30,8 @@ from speedlayer.runtime.reach import check_reachable, run_places
 from speedlayer.runtime.session import is_local
 from speedlayer.runtime.stopping import (
     first_line,
-    is_busy_machine_failure,
     raise_if_failed_while_stopping,
+    restartable,
     stop_after_batch,
 )
 from speedlayer.runtime.streamable import check_streamable, keeps_state
@@ -42,8 +42,8 @@ log = logging.getLogger("speedlayer.run")
 
 #: what the last run did (per query: batches, rows, final watermark), written when it stops
 LAST_RUN = "last-run.json"
-#: times one query is restarted after a Python worker too slow to start (a busy machine) before the run fails
-BUSY_RESTARTS = 3
+#: times one query is restarted after failures that are no fault of its own (stopping.RESTARTABLE)
+RESTARTS = 3
 #: batches a bounded (--max-events) query runs after its last event, so the watermark can close windows
 FLUSH_BATCHES = 2
 
@@ -220,16 +220,14 @@ class Run:
         self._starters[query.name] = restart
 
     def _restarted(self, query: Any) -> bool:
-        """Restart a query that failed only because the machine was too busy to start a Python worker in
-        time (Spark gives it a fixed 10 s); it resumes from its checkpoint, as after any restart."""
-        error, name = query.exception(), query.name
-        done = self._restarts.get(name, 0)
-        if (done >= BUSY_RESTARTS or name not in self._starters or self.stop_requested.is_set()
-                or not is_busy_machine_failure(error)):
+        """Restart a query whose failure was no fault of its own (a machine too busy to start a Python
+        worker in time, an executor lost mid-batch); it resumes from its checkpoint, as after any restart."""
+        name, done = query.name, self._restarts.get(query.name, 0)
+        why = restartable(query.exception())
+        if done >= RESTARTS or name not in self._starters or self.stop_requested.is_set() or why is None:
             return False
         self._restarts[name] = done + 1
-        self._notify(f"query {name}: {first_line(error)} (the machine is busy); restarting it from its "
-                     f"checkpoint ({done + 1}/{BUSY_RESTARTS})")
+        self._notify(f"query {name} failed: {why}; restarting it from its checkpoint ({done + 1}/{RESTARTS})")
         queries = self.queries if query in self.queries else self.side_queries
         queries.remove(query)
         try:
@@ -294,6 +292,8 @@ class Run:
                     line = first_line(error, self.written_places().get(failed.name, ()))
                     raise QueryFailedError(f"query {failed.name} failed: {line}") from error
                 if all(not q.isActive for q in self.queries):
+                    if any(q.exception() is not None for q in self.queries):
+                        continue  # one ended since the check above: restart it or fail the run there
                     break
                 if self.stop_requested.is_set():
                     stopped_by = "stop requested"

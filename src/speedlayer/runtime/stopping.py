@@ -18,9 +18,16 @@ from speedlayer.sinks.batches import sink_error_message
 
 #: longest a graceful stop waits for in-flight batches before interrupting them
 STOP_TIMEOUT_S = 120
-#: what Spark says when a Python worker it started (a Python source's planner) was too slow to connect
-#: back: a busy machine, not a fault of the query, whose checkpoint a restart resumes from
-WORKER_TOO_SLOW = "Python worker failed to connect back"
+#: Spark's words for failures that are no fault of the query, and what each means: a restart from
+#: the query's checkpoint replays the batch, which every sink takes (exactly-once ones by batch id)
+RESTARTABLE = {
+    # a Python worker it started (a Python source's planner) was too slow to connect back
+    "Python worker failed to connect back": "the machine is too busy to start a Python worker in time",
+    # an executor lost mid-batch held shuffle output that Spark recomputes only by rerunning the whole
+    # stage, and some tasks of the batch's last stage had finished: Spark aborts the batch's job
+    "A shuffle map stage with indeterminate output was failed and retried":
+        "an executor was lost while its batch was being written",
+}
 #: how a Python traceback opens (a Python worker's error carries one in Spark's message)
 TRACEBACK = "Traceback (most recent call last):"
 
@@ -51,16 +58,16 @@ def first_line(error: BaseException, places: Iterable[Path] = ()) -> str:
     return type(error).__name__
 
 
-def is_busy_machine_failure(error: BaseException) -> bool:
-    """Whether a query failed only because a Python worker started too slowly (restarting it is safe).
+def restartable(error: BaseException) -> str | None:
+    """Why a query's failure is no fault of its own (restarting it from its checkpoint is safe), else None.
 
-    >>> is_busy_machine_failure(RuntimeError("Python worker failed to connect back."))
+    >>> restartable(RuntimeError("Python worker failed to connect back."))
+    'the machine is too busy to start a Python worker in time'
+    >>> restartable(RuntimeError("Data too long for column 'word'")) is None
     True
-    >>> is_busy_machine_failure(RuntimeError("Data too long for column 'word'"))
-    False
     """
-    text = getattr(error, "desc", None) or str(error)
-    return WORKER_TOO_SLOW in f"{text}\n{_causes(error)}"
+    text = f"{getattr(error, 'desc', None) or error}\n{_causes(error)}"
+    return next((why for said, why in RESTARTABLE.items() if said in text), None)
 
 
 def _traceback_exception(text: str) -> str | None:
