@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 ARGS ?=
+# test processes: the suite's Spark work leaves a core idle about half the time when run in one
+TEST_WORKERS ?= 2
 
 .PHONY: run test bench clean
 
@@ -30,7 +32,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-dev chromium
 	$(VENV)/bin/ruff check src tests bench examples
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 # The browser test drives Debian's Chromium through Playwright (Playwright's own browsers are never
 # downloaded). Root installs it directly; others through sudo.

@@ -20,7 +20,8 @@ from pyspark.testing import assertDataFrameEqual
 from tests.e2e.checks import raw_entries
 from tests.e2e.killing import CliProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# one test process runs every test of the session's standalone cluster (it starts once per process)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("cluster")]
 
 RUN_S = 600
 

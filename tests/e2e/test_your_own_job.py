@@ -27,7 +27,8 @@ from tests.e2e.killing import CliProcess, kill_mid_batch, postgres_rows, wait_fo
 from tests.examples.orders import PER_BATCH, expected, order_lines
 from tests.servers import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+# one test process runs every test of the session's standalone cluster (it starts once per process)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("cluster")]
 
 JOB_FILE = ROOT / "examples" / "acme-speedlayer" / "orders.yaml"
 OUTPUTS = ("big", "revenue", "dead-letters", "late")
