@@ -215,7 +215,7 @@ class Run:
 
     def add_side_query(self, query: Any, restart: Callable[[], Any]) -> None:
         """Keep a started query that serves a view (the dashboard's tap): stopped with the run, never
-        waited for; ``restart()`` starts it again after a busy machine failed it."""
+        waited for; ``restart()`` starts it again after a failure no fault of its own (see ``_restarted``)."""
         self.side_queries.append(query)
         self._starters[query.name] = restart
 
