@@ -55,7 +55,7 @@ def test_incident_opens_after_ten_seconds_and_closes_once_when_speed_drops():
     half_chord = math.cos(math.radians(52.5)) * math.sin(math.radians(1e-3) / 2)
     assert inc["distance_km"] == pytest.approx(2 * 6371.0088 * math.asin(half_chord), rel=1e-9)
     assert records(t.setWatermark(60_000)) == []  # never again, and the idle vehicle's state is gone
-    assert t.peekValueState("track", "V1") is None
+    assert t.peekValueState("group", "V1") is None
 
 
 def test_shorter_run_is_no_incident():
@@ -153,7 +153,9 @@ def random_drive(rng, vehicle, n):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_micro_batches_out_of_order_equal_the_reference(seed):
+@pytest.mark.parametrize("grouped", [False, True], ids=["key-per-vehicle", "vehicles-in-one-group"])
+def test_micro_batches_out_of_order_equal_the_reference(seed, grouped):
+    """With ``grouped`` every vehicle's pings come under one key, as a group of vehicles does in a query."""
     rng = random.Random(seed)
     rules = IncidentRules(after_ms=rng.choice([3000, 10_000]), timeout_ms=30_000)
     drives = {f"V{i}": random_drive(rng, f"V{i}", 100) for i in range(3)}
@@ -165,9 +167,13 @@ def test_micro_batches_out_of_order_equal_the_reference(seed):
     while i < len(arrivals):
         batch = arrivals[i:i + rng.randint(1, 25)]
         i += len(batch)
-        for vehicle in sorted({v for _, v, _ in batch}):
-            rows = [r for _, v, r in batch if v == vehicle]
-            got += as_tuples(t.testInPandas(vehicle, pings(vehicle, [(ms / 1000, s, la, lo) for ms, s, la, lo in rows])))
+        frames = {v: pings(v, [(ms / 1000, s, la, lo) for _, w, (ms, s, la, lo) in batch if w == v])
+                  for v in sorted({v for _, v, _ in batch})}
+        if grouped:
+            got += as_tuples(t.testInPandas("G", pd.concat(frames.values(), ignore_index=True).sample(frac=1, random_state=seed)))
+        else:
+            for vehicle, frame in frames.items():
+                got += as_tuples(t.testInPandas(vehicle, frame))
         newest = max(r[0] for _, _, r in arrivals[:i])
         if newest - delay_ms > watermark:
             watermark = newest - delay_ms
@@ -180,10 +186,12 @@ def test_micro_batches_out_of_order_equal_the_reference(seed):
 
 def test_batch_mode_equals_the_reference():
     rng = random.Random(99)
-    rows = random_drive(rng, "V1", 200)
+    drives = {v: random_drive(rng, v, 200) for v in ("V1", "V2")}
     t = TwsTester(IncidentProcessor(RULES, batch=True), timeMode="EventTime", eventTimeExtractor=lambda r: int(r["event_ms"]))
-    got = as_tuples(t.testInPandas("V1", pings("V1", [(ms / 1000, s, la, lo) for ms, s, la, lo in rows])))
-    assert sorted(got) == sorted(reference("V1", rows, RULES)) and got
+    frame = pd.concat([pings(v, [(ms / 1000, s, la, lo) for ms, s, la, lo in rows]) for v, rows in drives.items()])
+    got = as_tuples(t.testInPandas("G", frame.sample(frac=1, random_state=1)))
+    expected = [inc for v, rows in drives.items() for inc in reference(v, rows, RULES)]
+    assert sorted(got) == sorted(expected) and {g[0] for g in got} == {"V1", "V2"}
 
 
 def test_output_columns_are_the_incident_schema():

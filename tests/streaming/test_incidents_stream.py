@@ -80,3 +80,23 @@ def test_stream_equals_the_static_run_for_every_incident_closed_under_the_waterm
     got = spark.table("inc_stream")
     assert got.count() >= 3
     assertDataFrameEqual(got, expected, rtol=1e-9)
+
+
+def test_state_of_the_per_vehicle_layout_is_refused_in_one_line(spark, tmp_path, monkeypatch):
+    """A checkpoint whose incidents state is keyed by vehicle (as before groups) stops the run with
+    one line that names the checkpoint and says how to start afresh, not Spark's schema error."""
+    import pytest
+
+    from speedlayer.core.errors import QueryFailedError
+    from speedlayer.pipelines.fleet import incidents
+
+    s = RunSettings(job="fleet", source="generator://?seed=5&rate=100&vehicles=20&rows_per_batch=400", max_events=400,
+                    sinks={"incidents": f"parquet://{tmp_path / 'out'}"}, state_dir=str(tmp_path / "state"))
+    with monkeypatch.context() as m:  # the earlier layout: one key per vehicle (a string, not a group number)
+        m.setattr(incidents, "incident_group", lambda vehicle: F.col(vehicle).alias("_group"))
+        assert Run(spark, plan_run(s)).start_and_wait().queries[0].batches >= 1
+    with pytest.raises(QueryFailedError) as failed:
+        Run(spark, plan_run(s.model_copy(update={"max_events": 800}))).start_and_wait()
+    message = str(failed.value)
+    assert "\n" not in message and "was written in another layout" in message
+    assert str(tmp_path / "state" / "checkpoints" / "incidents") in message and "--state-dir" in message

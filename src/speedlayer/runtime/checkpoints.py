@@ -59,6 +59,28 @@ def damaged_log(text: str) -> str | None:
     return f"checkpoint file {path} is damaged ({reason}): restore it from a backup, or start over with a new --state-dir"
 
 
+#: Spark's error classes for state a checkpoint holds in another layout than the query's operators read
+_OTHER_STATE_LAYOUT = ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE")
+
+
+def other_state_layout(text: str, places: Iterable[Path]) -> str | None:
+    """One line for state a checkpoint holds in a layout this query does not read, else None.
+
+    ``places`` are the failed query's directories; the first is its checkpoint.
+
+    >>> print(other_state_layout("[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema ...", [Path("cp/incidents")]))
+    the state in checkpoint cp/incidents was written in another layout (by an earlier speedlayer, or other job code): \
+start this output afresh with a new --state-dir, or delete that checkpoint directory
+    """
+    found = next((name for name in _OTHER_STATE_LAYOUT if name in text), None)
+    if found is None:
+        return None
+    where = next(iter(places), None)
+    return (f"the state in {f'checkpoint {where}' if where else 'its checkpoint'} was written in another layout "
+            "(by an earlier speedlayer, or other job code): start this output afresh with a new --state-dir, "
+            "or delete that checkpoint directory")
+
+
 def _free_bytes(path: Path) -> int | None:
     """Free space for this user on the disk holding ``path`` (or its nearest existing parent)."""
     for place in (path, *path.parents):

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.fleet.options import fleet_options
 from speedlayer.state.incidents import INCIDENT_SCHEMA, INPUT_COLUMNS, IncidentProcessor, IncidentRules, read_initial_state
+
+#: vehicles are spread over this many groups, each one key of the processor's state; the number is
+#: part of the checkpoint (another one reads none of the state it wrote)
+INCIDENT_GROUPS = 16
+
+
+def incident_group(vehicle: str | Column) -> Column:
+    """The processor's grouping key: which of ``INCIDENT_GROUPS`` groups a vehicle belongs to.
+
+    >>> pings.groupBy(incident_group("vehicle_id"))  # doctest: +SKIP
+    """
+    return F.pmod(F.xxhash64(vehicle), F.lit(INCIDENT_GROUPS)).alias("_group")
 
 
 def incident_rules(params: Params) -> IncidentRules:
@@ -25,12 +37,14 @@ def speeding_incidents(limited: DataFrame, params: Params) -> DataFrame:
     ['vehicle_id', 'started_at', 'ended_at']
     """
     opts = fleet_options(params)
-    pings = limited.select(*(F.unix_millis("event_time").alias(c) if c == "event_ms" else F.col(c) for c in INPUT_COLUMNS))
+    pings = limited.select(incident_group("vehicle_id"),
+                           *(F.unix_millis("event_time").alias(c) if c == "event_ms" else F.col(c) for c in INPUT_COLUMNS))
     initial = None
     if opts.incident_initial_state:
-        initial = read_initial_state(limited.sparkSession, opts.incident_initial_state).groupBy("vehicle_id")
+        table = read_initial_state(limited.sparkSession, opts.incident_initial_state)
+        initial = table.select(incident_group("vehicle_id"), "*").groupBy("_group")
     processor = IncidentProcessor(incident_rules(params), batch=not limited.isStreaming)
-    return pings.groupBy("vehicle_id").transformWithStateInPandas(
+    return pings.groupBy("_group").transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=INCIDENT_SCHEMA,
         outputMode="Update" if opts.incident_updates else "Append", timeMode="EventTime", initialState=initial,
     )
