@@ -13,6 +13,29 @@ ARTIFACTS = ROOT / "test-artifacts"
 #: Java options of every JVM the tests start (this session's, the CLI's, the test cluster's): the tests
 #: run small data, where C1 alone compiles enough and a serial collector wastes no threads on 2 cores.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: test modules that start many processes of their own (the standalone cluster, killed runs): under
+#: ``pytest -n 2 --dist loadgroup`` one test process runs them all, one after another
+HEAVY_MODULES = frozenset({"tests/e2e/test_cluster.py", "tests/e2e/test_lost_worker.py",
+                           "tests/e2e/test_your_own_job.py", "tests/e2e/test_fault_matrix.py"})
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent under -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` with the heavy modules as one group.
+
+    pytest-xdist groups tests by a suffix it adds to ``item._nodeid``, which pytest 9 no longer
+    reads (a node's id is ``item._id``): its ``xdist_group`` marks group nothing. This scheduler
+    makes the heavy modules one unit of work and every other test a unit of its own.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class HeavyTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "heavy" if nodeid.split("::")[0] in HEAVY_MODULES else nodeid
+
+    return HeavyTogether(config, log)
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)  # read by spark-submit, which starts each driver JVM
 
 

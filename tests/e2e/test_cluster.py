@@ -21,7 +21,7 @@ from tests.e2e.checks import raw_entries
 from tests.e2e.killing import CliProcess
 
 # one test process runs every test of the session's standalone cluster (it starts once per process)
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("heavy")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 RUN_S = 600
 

@@ -37,9 +37,9 @@ from tests.e2e.checks import (
 from tests.e2e.conftest import N
 from tests.e2e.killing import CliProcess, batch_ids, query_state, states, wait_for
 
-# one process at a time with the cluster tests (xdist group "heavy"): beside them the machine was too busy
-# for Spark to start its Python source planners in time (they print a traceback that this test forbids)
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200), pytest.mark.xdist_group("heavy")]
+# one of tests/conftest.py's HEAVY_MODULES: beside the cluster tests the machine was too busy for Spark to
+# start its Python source planners in time (they print a traceback that this test forbids)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 #: events per micro-batch: N of them make five batches (20 s of event time each), the last one held
 PER_TRIGGER = 4_000

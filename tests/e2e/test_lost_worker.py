@@ -37,7 +37,7 @@ from tests.e2e.conftest import N
 from tests.e2e.killing import CliProcess, batch_ids, query_state, wait_for
 
 # one test process runs every test of the session's standalone cluster (it starts once per process)
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("heavy")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 HELD = 2
 #: events per micro-batch: four batches of data, few enough to keep the test short

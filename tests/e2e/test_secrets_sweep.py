@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
+from speedlayer.runtime.stopping import STOP_TIMEOUT_S
 from tests.e2e.killing import CliProcess, wait_for
 from tests.servers import POSTGRES, REDIS, free_port
 
@@ -115,7 +116,7 @@ def test_no_planted_secret_reaches_what_a_running_job_serves_writes_or_prints(tm
         served = {f"dashboard {page}": fetch(api + page) for page in ("/api/state", "/metrics", "/")}
         served.update({f"Spark UI {page}": text for page, text in spark_ui_pages(f"http://127.0.0.1:{spark_ui}").items()})
         process.proc.send_signal(signal.SIGINT)  # a graceful stop, like Ctrl-C
-        assert process.wait(120) == 0, process.tail()
+        assert process.wait(STOP_TIMEOUT_S + 60) == 0, process.tail()  # a graceful stop may wait that long
     finally:
         if process.proc.poll() is None:
             process.kill()

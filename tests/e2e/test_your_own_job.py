@@ -28,7 +28,7 @@ from tests.examples.orders import PER_BATCH, expected, order_lines
 from tests.servers import free_port
 
 # one test process runs every test of the session's standalone cluster (it starts once per process)
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900), pytest.mark.xdist_group("heavy")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 JOB_FILE = ROOT / "examples" / "acme-speedlayer" / "orders.yaml"
 OUTPUTS = ("big", "revenue", "dead-letters", "late")
