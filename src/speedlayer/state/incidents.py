@@ -95,6 +95,11 @@ def _arrived(pings: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+def _first_waiting(waiting: pd.DataFrame) -> dict[str, int]:
+    """Each vehicle's oldest waiting ping (event ms), for the vehicles that have one."""
+    return waiting.groupby("vehicle_id", sort=False)["event_ms"].min().to_dict() if len(waiting) else {}
+
+
 def _by_vehicle(pings: pd.DataFrame):
     """(vehicle, Pings) for each vehicle of ``pings``, which is sorted by vehicle, then event time."""
     if pings.empty:
@@ -137,14 +142,17 @@ class IncidentProcessor(StatefulProcessor):
         tracks, pending, timer_ms = value
         return tracks_from_table(_from_bytes(tracks)), _from_bytes(pending).to_pandas(), timer_ms
 
-    def _save(self, tracks: dict[str, Track], waiting: pd.DataFrame, timer_ms: int | None, watermark_ms: int) -> None:
-        """Store the tracks and the pings still waiting, and keep exactly one timer: the next moment to act."""
+    def _save(self, tracks: dict[str, Track], waiting: pd.DataFrame, timer_ms: int | None, watermark_ms: int,
+              first_waiting: dict[str, int] | None = None) -> None:
+        """Store the tracks and the pings still waiting, and keep exactly one timer: the next moment to act.
+
+        ``first_waiting`` is ``_first_waiting(waiting)`` when the caller has it already."""
         if not tracks:
             if timer_ms is not None:
                 self.handle.deleteTimer(timer_ms)
             self.group.clear()
             return
-        first_waiting = waiting.groupby("vehicle_id", sort=False)["event_ms"].min().to_dict() if len(waiting) else {}
+        first_waiting = _first_waiting(waiting) if first_waiting is None else first_waiting
         due = min(first_waiting.get(v, t.seen_ms + self.rules.timeout_ms) for v, t in tracks.items())
         due = max(int(due), watermark_ms + 1)  # Spark refuses a timer that is not after the watermark
         if timer_ms != due:
@@ -173,16 +181,16 @@ class IncidentProcessor(StatefulProcessor):
         for vehicle, pings in _by_vehicle(waiting[due]):
             out += advance(self.rules, vehicle, tracks[vehicle], pings)
         waiting = waiting[~due]
-        still_waiting = set(waiting["vehicle_id"])
+        first_waiting = _first_waiting(waiting)
         for vehicle, track in list(tracks.items()):
-            if vehicle not in still_waiting and watermark_ms >= track.seen_ms + self.rules.timeout_ms:
+            if vehicle not in first_waiting and watermark_ms >= track.seen_ms + self.rules.timeout_ms:
                 if track.opened:  # silent for the timeout: the event that ends it never came
                     out.append(track.incident(vehicle, "timeout", track.seen_ms + self.rules.timeout_ms))
                 del tracks[vehicle]
             elif self.rules.updates and track.opened and track.emitted_ms != track.run_last_ms:
                 out.append(track.incident(vehicle, None, None))
                 track.emitted_ms = track.run_last_ms
-        self._save(tracks, waiting, timer_ms, watermark_ms)
+        self._save(tracks, waiting, timer_ms, watermark_ms, first_waiting)
         return out
 
     def _static(self, arrived: pd.DataFrame) -> list[tuple]:
