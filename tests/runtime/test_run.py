@@ -93,3 +93,53 @@ def test_a_pipeline_asking_for_a_column_its_events_lack_is_one_line_naming_outpu
     assert len(errors) == 1, err
     assert errors[0].startswith("error: output 'totals' of job 'broken': [UNRESOLVED_COLUMN"), errors
     assert "`customr`" in errors[0] and errors[0].endswith("fix the job's pipeline (broken_job.totals)")
+
+
+def _fails_once_in_the_second_batch(marker: str, commits: str):
+    """A column function whose first sight of order o030 (the second file's first) fails the query as a
+    machine too busy would; the marker records which batches were committed at that moment."""
+    import os
+
+    from pyspark.sql import functions as F
+
+    @F.udf("string")
+    def order_id(value):
+        if value == "o030" and not os.path.exists(marker):
+            committed = sorted(int(n) for n in os.listdir(commits) if n.isdigit()) if os.path.isdir(commits) else []
+            with open(marker, "w") as out:
+                out.write(",".join(map(str, committed)))
+            raise RuntimeError("Python worker failed to connect back (a stand-in for a busy machine)")
+        return value
+
+    return order_id
+
+
+def test_a_restart_after_a_committed_batch_resumes_into_the_rows_it_wrote(spark, postgres_url, tmp_path):
+    """The table already holds batch 0's rows when the query restarts: they are this run's, not another's."""
+    import dataclasses
+    import os
+
+    import psycopg
+
+    from tests.runtime.shop import valid_order
+
+    lines = order_lines()
+    landing, state, marker = tmp_path / "landing", tmp_path / "state", tmp_path / "failed-at"
+    landing.mkdir()
+    for i, part in enumerate((lines[:30], lines[30:])):
+        path = landing / f"part-{i}.jsonl"
+        path.write_text("\n".join(part) + "\n")
+        os.utime(path, (time.time() - 10 + i,) * 2)  # ingest time (a file's mtime) after every order, in this order
+    fail = _fails_once_in_the_second_batch(str(marker), str(state / "checkpoints" / "orders" / "commits"))
+    job = dataclasses.replace(SHOP, pipeline=lambda orders, params: {
+        "orders": orders.select(fail("order_id").alias("order_id"), "customer", "amount", "currency", "order_time")})
+
+    summary = speedlayer.run(job, source=f"files:{landing}?format=json&max_files_per_trigger=1", spark=spark,
+                             trigger="available-now", state_dir=str(state),
+                             sinks={"orders": f"{postgres_url}?table=orders"}).wait()
+
+    assert marker.read_text() == "0"  # it failed in batch 1, with batch 0 committed and its rows in the table
+    assert summary.stopped_by == "end of input"
+    with psycopg.connect(postgres_url) as conn:
+        written = sorted(r[0] for r in conn.execute("SELECT order_id FROM orders"))
+    assert written == sorted(o["order_id"] for o in map(valid_order, lines) if o)

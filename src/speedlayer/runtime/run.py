@@ -210,8 +210,13 @@ class Run:
             df = _per_batch_schema_frame(self.spark, df, qp.output.per_batch)
         query = qp.sink.start(writer, df, target)
         qp.name = query.name  # a sink may name its query (the memory sink names its table so)
-        self._starters[query.name] = lambda: self._start_query(qp, df, target)
+        self._starters[query.name] = lambda: self._restart_query(qp, df, target)
         return query
+
+    def _restart_query(self, qp: QueryPlan, df: Any, target: Target) -> Any:
+        # checked again: what the sink finds (rows in its table) is now this run's own, from its checkpoint
+        qp.sink.check(qp.output.name, qp.fresh)
+        return self._start_query(qp, df, target)
 
     def add_side_query(self, query: Any, restart: Callable[[], Any]) -> None:
         """Keep a started query that serves a view (the dashboard's tap): stopped with the run, never
