@@ -6,13 +6,18 @@
 
 A configuration is a set of outputs (``+`` between them). Each runs in a fresh process on the
 generator's ``rate-micro-batch`` feed (``--rows-per-batch`` events a batch, 1% duplicates, 0.5%
-late, 0.2% malformed) with one of two layouts:
+late, 0.2% malformed) with one of three layouts:
 
 - ``separate``: every output is its own query, as ``speedlayer run`` starts them today
   (``build_output``), each reading and decoding the source itself, writing to Spark's ``noop``;
-- ``one``: one query reads and decodes once; the outputs are packed as (output, JSON row) and
-  unioned, and one ``foreachBatch`` counts each output's rows (a sketch of issue 26's option
-  "several outputs in one query", to measure it, not how speedlayer runs).
+- ``one``: one query; each output's rows are packed in a struct column of their own (the other
+  outputs' columns are nulls), the outputs are unioned, and one ``foreachBatch`` keeps the batch
+  (``persist``) and writes each output's rows to ``noop`` (a sketch of issue 26's option "several
+  outputs in one query", to measure it, not how speedlayer runs). Spark shares the read, decode
+  and the shuffle before the dedup between the branches (``ReusedExchange``); each branch keeps
+  its own dedup state.
+- ``plain``: the baseline, ``bench/plain_fleet.py``'s hand-written windows job (configuration
+  ``windows`` only).
 
 A configuration's events/s is the events of the measured batches (after ``--warmup``) over the
 time from the moment every query had finished its warm-up to the moment every query had finished
@@ -46,21 +51,34 @@ def start_queries(spark, plan, layout: str, outputs: list[str], tmp: Path) -> li
 
     from speedlayer.runtime.run import build_output
 
+    if layout == "plain":  # the baseline: bench/plain_fleet.py's hand-written windows job on the same feed
+        from plain_fleet import plain_windows
+
+        return [plain_windows(plan.source.read_stream(spark)).writeStream.queryName("plain").format("noop")
+                .option("checkpointLocation", str(tmp / "cp" / "plain")).start()]
     if layout == "separate":
         return [build_output(spark, plan, o).writeStream.queryName(o).format("noop")
                 .option("checkpointLocation", str(tmp / "cp" / o)).start() for o in outputs]
     decoded = plan.job.decode(plan.source.read_stream(spark))
     frames = plan.job.pipeline(decoded.events, plan.params)
-    packed = [(decoded.dead_letters if o == "dead-letters" else frames[o]) for o in outputs]
+    packed = {o: (decoded.dead_letters if o == "dead-letters" else frames[o]) for o in outputs}
     union = None
-    for name, frame in zip(outputs, packed):
-        rows = frame.select(F.lit(name).alias("_output"), F.to_json(F.struct(*frame.columns)).alias("_row"))
+    for name, frame in packed.items():
+        # one nullable struct column per output: a branch fills its own, the others are typed nulls
+        columns = [F.struct(*frame.columns).alias(o) if o == name else
+                   F.lit(None).cast(other.schema).alias(o)
+                   for o, other in packed.items()]
+        rows = frame.select(F.lit(name).alias("_output"), *columns)
         union = rows if union is None else union.unionByName(rows)
 
-    def count_each(batch, batch_id: int) -> None:
-        batch.groupBy("_output").count().collect()
+    def write_each(batch, batch_id: int) -> None:
+        # as a fan-out to sinks would: the batch kept once, then each output's rows taken from it
+        batch.persist()
+        for name in packed:
+            batch.where(F.col("_output") == name).select(f"{name}.*").write.format("noop").mode("overwrite").save()
+        batch.unpersist()
 
-    return [union.writeStream.queryName("all").foreachBatch(count_each)
+    return [union.writeStream.queryName("all").foreachBatch(write_each)
             .option("checkpointLocation", str(tmp / "cp" / "all")).start()]
 
 
@@ -101,7 +119,7 @@ def main() -> None:
     p.add_argument("--configs", default=",".join([*ALL, "+".join(ALL)]),
                    help="comma-separated configurations, each one output or several joined by + (default: each "
                         "output alone, then all seven together)")
-    p.add_argument("--layouts", default="separate", help="separate, one, or both (comma-separated)")
+    p.add_argument("--layouts", default="separate", help="separate, one, plain (comma-separated)")
     p.add_argument("--rows-per-batch", type=int, default=100_000)
     p.add_argument("--batches", type=int, default=4, help="measured micro-batches (default 4)")
     p.add_argument("--warmup", type=int, default=2, help="micro-batches before measuring (default 2)")
@@ -115,7 +133,7 @@ def main() -> None:
     results = []
     for config in args.configs.split(","):
         for layout in args.layouts.split(","):
-            if layout == "one" and "+" not in config:
+            if (layout == "one" and "+" not in config) or (layout == "plain" and config != "windows"):
                 continue
             cmd = [sys.executable, __file__, "--child", layout, config, "--rows-per-batch", str(args.rows_per_batch),
                    "--batches", str(args.batches), "--warmup", str(args.warmup)]
