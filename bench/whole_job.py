@@ -6,7 +6,7 @@
 
 A configuration is a set of outputs (``+`` between them). Each runs in a fresh process on the
 generator's ``rate-micro-batch`` feed (``--rows-per-batch`` events a batch, 1% duplicates, 0.5%
-late, 0.2% malformed) with one of three layouts:
+late, 0.2% malformed) with one of these layouts:
 
 - ``separate``: every output is its own query, as ``speedlayer run`` starts them today
   (``build_output``), each reading and decoding the source itself, writing to Spark's ``noop``;
@@ -16,6 +16,8 @@ late, 0.2% malformed) with one of three layouts:
   outputs in one query", to measure it, not how speedlayer runs). Spark shares the read, decode
   and the shuffle before the dedup between the branches (``ReusedExchange``); each branch keeps
   its own dedup state.
+- ``one-shuffled``: as ``one``, with the raw rows shuffled once right after the read, so that
+  every branch (dead letters and late events too) reads that shuffle instead of the source.
 - ``plain``: the baseline, ``bench/plain_fleet.py``'s hand-written windows job (configuration
   ``windows`` only).
 
@@ -59,7 +61,10 @@ def start_queries(spark, plan, layout: str, outputs: list[str], tmp: Path) -> li
     if layout == "separate":
         return [build_output(spark, plan, o).writeStream.queryName(o).format("noop")
                 .option("checkpointLocation", str(tmp / "cp" / o)).start() for o in outputs]
-    decoded = plan.job.decode(plan.source.read_stream(spark))
+    raw = plan.source.read_stream(spark)
+    if layout == "one-shuffled":  # every branch reads one shuffle of the raw rows (Spark reuses it)
+        raw = raw.repartition(spark.sparkContext.defaultParallelism)
+    decoded = plan.job.decode(raw)
     frames = plan.job.pipeline(decoded.events, plan.params)
     packed = {o: (decoded.dead_letters if o == "dead-letters" else frames[o]) for o in outputs}
     union = None
@@ -119,7 +124,7 @@ def main() -> None:
     p.add_argument("--configs", default=",".join([*ALL, "+".join(ALL)]),
                    help="comma-separated configurations, each one output or several joined by + (default: each "
                         "output alone, then all seven together)")
-    p.add_argument("--layouts", default="separate", help="separate, one, plain (comma-separated)")
+    p.add_argument("--layouts", default="separate", help="separate, one, one-shuffled, plain (comma-separated)")
     p.add_argument("--rows-per-batch", type=int, default=100_000)
     p.add_argument("--batches", type=int, default=4, help="measured micro-batches (default 4)")
     p.add_argument("--warmup", type=int, default=2, help="micro-batches before measuring (default 2)")
@@ -133,7 +138,7 @@ def main() -> None:
     results = []
     for config in args.configs.split(","):
         for layout in args.layouts.split(","):
-            if (layout == "one" and "+" not in config) or (layout == "plain" and config != "windows"):
+            if (layout.startswith("one") and "+" not in config) or (layout == "plain" and config != "windows"):
                 continue
             cmd = [sys.executable, __file__, "--child", layout, config, "--rows-per-batch", str(args.rows_per_batch),
                    "--batches", str(args.batches), "--warmup", str(args.warmup)]
