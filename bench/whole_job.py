@@ -17,7 +17,8 @@ late, 0.2% malformed) with one of these layouts:
   and the shuffle before the dedup between the branches (``ReusedExchange``); each branch keeps
   its own dedup state.
 - ``one-shuffled``: as ``one``, with the raw rows shuffled once right after the read, so that
-  every branch (dead letters and late events too) reads that shuffle instead of the source.
+  late events' branch reads that shuffle instead of the source (dead letters still read again:
+  their branch prunes other columns before the shuffle, so Spark does not reuse it).
 - ``plain``: the baseline, ``bench/plain_fleet.py``'s hand-written windows job (configuration
   ``windows`` only).
 
@@ -62,7 +63,7 @@ def start_queries(spark, plan, layout: str, outputs: list[str], tmp: Path) -> li
         return [build_output(spark, plan, o).writeStream.queryName(o).format("noop")
                 .option("checkpointLocation", str(tmp / "cp" / o)).start() for o in outputs]
     raw = plan.source.read_stream(spark)
-    if layout == "one-shuffled":  # every branch reads one shuffle of the raw rows (Spark reuses it)
+    if layout == "one-shuffled":  # branches that leave before the dedup's shuffle read this one
         raw = raw.repartition(spark.sparkContext.defaultParallelism)
     decoded = plan.job.decode(raw)
     frames = plan.job.pipeline(decoded.events, plan.params)
