@@ -13,6 +13,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 #: Java options of every JVM the tests start (this session's, the CLI's, the test cluster's): the tests
 #: run small data, where C1 alone compiles enough and a serial collector wastes no threads on 2 cores.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)  # read by spark-submit, which starts each driver JVM
 #: test modules that start many processes of their own (the standalone cluster, killed runs): under
 #: ``pytest -n 2 --dist loadgroup`` one test process runs them all, one after another
 HEAVY_MODULES = frozenset({"tests/e2e/test_cluster.py", "tests/e2e/test_lost_worker.py",
@@ -36,7 +37,6 @@ def pytest_xdist_make_scheduler(config, log):
             return "heavy" if nodeid.split("::")[0] in HEAVY_MODULES else nodeid
 
     return HeavyTogether(config, log)
-os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)  # read by spark-submit, which starts each driver JVM
 
 
 @pytest.fixture(scope="session")

@@ -6,15 +6,19 @@ wrapper that holds the first planner 12 s (a marker file shows it did), and the 
 exactly what plain Python computes from the orders.
 """
 
+import dataclasses
 import logging
+import os
 import sys
 import time
 
+import psycopg
 import redis
+from pyspark.sql import functions as F
 
 import speedlayer
 from speedlayer.runtime.run import RESTARTS
-from tests.runtime.shop import SHOP, expected, order_lines
+from tests.runtime.shop import SHOP, expected, order_lines, valid_order
 
 SLOW_PLANNER = """#!/bin/sh
 case "$*" in *python_streaming_source_runner*)
@@ -98,10 +102,6 @@ def test_a_pipeline_asking_for_a_column_its_events_lack_is_one_line_naming_outpu
 def _fails_once_in_the_second_batch(marker: str, commits: str):
     """A column function whose first sight of order o030 (the second file's first) fails the query as a
     machine too busy would; the marker records which batches were committed at that moment."""
-    import os
-
-    from pyspark.sql import functions as F
-
     @F.udf("string")
     def order_id(value):
         if value == "o030" and not os.path.exists(marker):
@@ -116,13 +116,6 @@ def _fails_once_in_the_second_batch(marker: str, commits: str):
 
 def test_a_restart_after_a_committed_batch_resumes_into_the_rows_it_wrote(spark, postgres_url, tmp_path):
     """The table already holds batch 0's rows when the query restarts: they are this run's, not another's."""
-    import dataclasses
-    import os
-
-    import psycopg
-
-    from tests.runtime.shop import valid_order
-
     lines = order_lines()
     landing, state, marker = tmp_path / "landing", tmp_path / "state", tmp_path / "failed-at"
     landing.mkdir()

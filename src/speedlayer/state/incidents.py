@@ -143,16 +143,14 @@ class IncidentProcessor(StatefulProcessor):
         return tracks_from_table(_from_bytes(tracks)), _from_bytes(pending).to_pandas(), timer_ms
 
     def _save(self, tracks: dict[str, Track], waiting: pd.DataFrame, timer_ms: int | None, watermark_ms: int,
-              first_waiting: dict[str, int] | None = None) -> None:
-        """Store the tracks and the pings still waiting, and keep exactly one timer: the next moment to act.
-
-        ``first_waiting`` is ``_first_waiting(waiting)`` when the caller has it already."""
+              first_waiting: dict[str, int]) -> None:
+        """Store the tracks and the pings still waiting (``first_waiting``: ``_first_waiting(waiting)``), and
+        keep exactly one timer: the next moment to act."""
         if not tracks:
             if timer_ms is not None:
                 self.handle.deleteTimer(timer_ms)
             self.group.clear()
             return
-        first_waiting = _first_waiting(waiting) if first_waiting is None else first_waiting
         due = min(first_waiting.get(v, t.seen_ms + self.rules.timeout_ms) for v, t in tracks.items())
         due = max(int(due), watermark_ms + 1)  # Spark refuses a timer that is not after the watermark
         if timer_ms != due:
@@ -229,7 +227,7 @@ class IncidentProcessor(StatefulProcessor):
                 run_start_ms=started, run_last_ms=ended, run_zone=row["zone_id"], run_max=float(row["max_speed_kmh"]),
                 run_excess=float(row["max_excess_kmh"]), run_km=float(row["distance_km"]), run_pings=int(row["pings"]),
                 opened=True, emitted_ms=ended)
-        self._save(tracks, waiting, timer_ms, timerValues.getCurrentWatermarkInMs())
+        self._save(tracks, waiting, timer_ms, timerValues.getCurrentWatermarkInMs(), _first_waiting(waiting))
 
     def close(self) -> None:
         pass
