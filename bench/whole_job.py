@@ -10,15 +10,17 @@ late, 0.2% malformed) with one of these layouts:
 
 - ``separate``: every output is its own query, as ``speedlayer run`` starts them today
   (``build_output``), each reading and decoding the source itself, writing to Spark's ``noop``;
-- ``one``: one query; each output's rows are packed in a struct column of their own (the other
-  outputs' columns are nulls), the outputs are unioned, and one ``foreachBatch`` keeps the batch
-  (``persist``) and writes each output's rows to ``noop`` (a sketch of issue 26's option "several
-  outputs in one query", to measure it, not how speedlayer runs). Spark shares the read, decode
-  and the shuffle before the dedup between the branches (``ReusedExchange``); each branch keeps
-  its own dedup state.
-- ``one-shuffled``: as ``one``, with the raw rows shuffled once right after the read, so that
-  late events' branch reads that shuffle instead of the source (dead letters still read again:
-  their branch prunes other columns before the shuffle, so Spark does not reuse it).
+- ``one``: one query, as ``speedlayer run --one-query`` builds it (``speedlayer.runtime.shared``):
+  each output's rows are packed in a struct column of their own, the outputs are unioned, and one
+  ``foreachBatch`` keeps the batch (``persist``) and writes each output's rows to ``noop``. Each
+  branch plans its own shuffles (Spark's reuse of a shuffle across branches is off for it).
+- ``one-reused``: as ``one`` with Spark's reuse of shuffles on: the branches share the read, decode
+  and the shuffle before the dedup (``ReusedExchange``). Measured only: a branch that reads
+  another's shuffle loses sight of the watermark below it (its state is never evicted, its
+  timers never fire), so speedlayer does not run this.
+- ``one-shuffled``: as ``one-reused``, with the raw rows shuffled once right after the read, so
+  that late events' branch reads that shuffle instead of the source (dead letters still read
+  again: their branch prunes other columns before the shuffle, so Spark does not reuse it).
 - ``plain``: the baseline, ``bench/plain_fleet.py``'s hand-written windows job (configuration
   ``windows`` only).
 
@@ -50,7 +52,6 @@ def generator_uri(rows: int) -> str:
 
 
 def start_queries(spark, plan, layout: str, outputs: list[str], tmp: Path) -> list:
-    from pyspark.sql import functions as F
 
     from speedlayer.runtime.run import build_output
 
@@ -62,30 +63,24 @@ def start_queries(spark, plan, layout: str, outputs: list[str], tmp: Path) -> li
     if layout == "separate":
         return [build_output(spark, plan, o).writeStream.queryName(o).format("noop")
                 .option("checkpointLocation", str(tmp / "cp" / o)).start() for o in outputs]
+    from speedlayer.runtime.shared import SHARED_QUERY_CONF, FanOut, pack_outputs, session_conf
+
     raw = plan.source.read_stream(spark)
     if layout == "one-shuffled":  # branches that leave before the dedup's shuffle read this one
         raw = raw.repartition(spark.sparkContext.defaultParallelism)
     decoded = plan.job.decode(raw)
     frames = plan.job.pipeline(decoded.events, plan.params)
     packed = {o: (decoded.dead_letters if o == "dead-letters" else frames[o]) for o in outputs}
-    union = None
-    for name, frame in packed.items():
-        # one nullable struct column per output: a branch fills its own, the others are typed nulls
-        columns = [F.struct(*frame.columns).alias(o) if o == name else
-                   F.lit(None).cast(other.schema).alias(o)
-                   for o, other in packed.items()]
-        rows = frame.select(F.lit(name).alias("_output"), *columns)
-        union = rows if union is None else union.unionByName(rows)
 
-    def write_each(batch, batch_id: int) -> None:
-        # as a fan-out to sinks would: the batch kept once, then each output's rows taken from it
-        batch.persist()
-        for name in packed:
-            batch.where(F.col("_output") == name).select(f"{name}.*").write.format("noop").mode("overwrite").save()
-        batch.unpersist()
+    def to_noop(batch, batch_id: int) -> None:
+        batch.write.format("noop").mode("overwrite").save()
 
-    return [union.writeStream.queryName("all").foreachBatch(write_each)
-            .option("checkpointLocation", str(tmp / "cp" / "all")).start()]
+    writer = (pack_outputs(packed).writeStream.queryName("all").foreachBatch(FanOut(dict.fromkeys(packed, to_noop)))
+              .option("checkpointLocation", str(tmp / "cp" / "all")))
+    if layout in ("one-reused", "one-shuffled"):  # Spark's reuse of shuffles across branches (which hides the watermark)
+        return [writer.start()]
+    with session_conf(spark, SHARED_QUERY_CONF):
+        return [writer.start()]
 
 
 def measure(layout: str, outputs: list[str], rows: int, batches: int, warmup: int) -> dict:
@@ -125,7 +120,7 @@ def main() -> None:
     p.add_argument("--configs", default=",".join([*ALL, "+".join(ALL)]),
                    help="comma-separated configurations, each one output or several joined by + (default: each "
                         "output alone, then all seven together)")
-    p.add_argument("--layouts", default="separate", help="separate, one, one-shuffled, plain (comma-separated)")
+    p.add_argument("--layouts", default="separate", help="separate, one, one-reused, one-shuffled, plain (comma-separated)")
     p.add_argument("--rows-per-batch", type=int, default=100_000)
     p.add_argument("--batches", type=int, default=4, help="measured micro-batches (default 4)")
     p.add_argument("--warmup", type=int, default=2, help="micro-batches before measuring (default 2)")

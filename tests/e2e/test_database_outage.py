@@ -217,7 +217,7 @@ def test_a_server_gone_silent_inside_a_write_is_given_up_after_retry_for(kind, r
     db = DATABASES[kind]
     url = request.getfixturevalue(db.fixture)
     with TcpProxy((db.service.host, db.service.port)) as proxy:
-        write = open_sink(db.sink(url, proxy.port, "1s")).prepare(ALERTS_SCHEMA, target("alerts"))
+        write = open_sink(db.sink(url, proxy.port, "1s")).batch_function(ALERTS_SCHEMA, target("alerts"))
         trap = proxy.hold_at(db.commit, occurrence=2)  # never released: that commit gets no answer and no reset
         writing = threading.Thread(target=suppressed(write), args=(alerts_frame(spark, 200), 0), daemon=True)
         writing.start()

@@ -13,11 +13,13 @@ import sys
 import time
 
 import psycopg
+import pytest
 import redis
 from pyspark.sql import functions as F
 
 import speedlayer
 from speedlayer.runtime.run import RESTARTS
+from speedlayer.runtime.shared import SHARED_CHECKPOINT
 from tests.runtime.shop import SHOP, expected, order_lines, valid_order
 
 SLOW_PLANNER = """#!/bin/sh
@@ -79,8 +81,6 @@ BROKEN = dataclasses.replace(SHOP, name="broken", pipeline=totals, outputs={"tot
 
 def test_a_pipeline_asking_for_a_column_its_events_lack_is_one_line_naming_output_and_function(
         spark, capfd, tmp_path, monkeypatch):
-    import pytest
-
     from speedlayer.cli.app import main
 
     (tmp_path / "broken_job.py").write_text(BROKEN_JOB)
@@ -114,8 +114,10 @@ def _fails_once_in_the_second_batch(marker: str, commits: str):
     return order_id
 
 
-def test_a_restart_after_a_committed_batch_resumes_into_the_rows_it_wrote(spark, postgres_url, tmp_path):
-    """The table already holds batch 0's rows when the query restarts: they are this run's, not another's."""
+@pytest.mark.parametrize("one_query", [False, True], ids=["own-query", "shared-query"])
+def test_a_restart_after_a_committed_batch_resumes_into_the_rows_it_wrote(spark, postgres_url, tmp_path, one_query):
+    """The table already holds batch 0's rows when the query restarts: they are this run's, not another's.
+    In the job's shared query (--one-query) the orders and the dead letters restart together."""
     lines = order_lines()
     landing, state, marker = tmp_path / "landing", tmp_path / "state", tmp_path / "failed-at"
     landing.mkdir()
@@ -123,16 +125,22 @@ def test_a_restart_after_a_committed_batch_resumes_into_the_rows_it_wrote(spark,
         path = landing / f"part-{i}.jsonl"
         path.write_text("\n".join(part) + "\n")
         os.utime(path, (time.time() - 10 + i,) * 2)  # ingest time (a file's mtime) after every order, in this order
-    fail = _fails_once_in_the_second_batch(str(marker), str(state / "checkpoints" / "orders" / "commits"))
+    checkpoint = state / "checkpoints" / (SHARED_CHECKPOINT if one_query else "orders")
+    fail = _fails_once_in_the_second_batch(str(marker), str(checkpoint / "commits"))
     job = dataclasses.replace(SHOP, pipeline=lambda orders, params: {
         "orders": orders.select(fail("order_id").alias("order_id"), "customer", "amount", "currency", "order_time")})
+    sinks = {"orders": f"{postgres_url}?table=orders"}
+    if one_query:
+        sinks["dead-letters"] = f"{postgres_url}?table=dead_letters"
 
     summary = speedlayer.run(job, source=f"files:{landing}?format=json&max_files_per_trigger=1", spark=spark,
-                             trigger="available-now", state_dir=str(state),
-                             sinks={"orders": f"{postgres_url}?table=orders"}).wait()
+                             trigger="available-now", state_dir=str(state), sinks=sinks, one_query=one_query).wait()
 
     assert marker.read_text() == "0"  # it failed in batch 1, with batch 0 committed and its rows in the table
     assert summary.stopped_by == "end of input"
+    assert {q.name for q in summary.queries} == {"shop_shared" if one_query else "shop_orders"}
     with psycopg.connect(postgres_url) as conn:
         written = sorted(r[0] for r in conn.execute("SELECT order_id FROM orders"))
+        dead = sorted(r[0] for r in conn.execute("SELECT payload FROM dead_letters")) if one_query else []
     assert written == sorted(o["order_id"] for o in map(valid_order, lines) if o)
+    assert dead == (sorted(expected(lines)[2]) if one_query else [])

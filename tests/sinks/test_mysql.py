@@ -60,7 +60,7 @@ def test_fleet_run_writes_closed_windows_and_alerts_once(spark, mysql_url, tmp_p
 
 
 def test_update_mode_overwrites_a_window_and_a_replay_changes_nothing(spark, mysql_url):
-    write = open_sink(mysql_url).prepare(WINDOWS_SCHEMA, target("windows", "update"))
+    write = open_sink(mysql_url).batch_function(WINDOWS_SCHEMA, target("windows", "update"))
     write(windows_frame(spark, [window(0, "V1", 3, 50.0), window(0, "v1", 1, 20.0)]), 0)  # keys are case-sensitive
     later = windows_frame(spark, [window(0, "V1", 5, 55.0), window(10, "V1", 1, 40.0)])
     write(later, 1)
@@ -71,7 +71,7 @@ def test_update_mode_overwrites_a_window_and_a_replay_changes_nothing(spark, mys
 
 
 def test_alerts_are_inserted_once_whatever_is_replayed(spark, mysql_url):
-    write = open_sink(mysql_url).prepare(ALERTS_SCHEMA, target("alerts"))
+    write = open_sink(mysql_url).batch_function(ALERTS_SCHEMA, target("alerts"))
     write(alerts_frame(spark, 300), 0)
     write(alerts_frame(spark, 300), 0)
     write(alerts_frame(spark, 200, first=250), 1)
@@ -84,7 +84,7 @@ def test_awkward_table_names_are_quoted(spark, mysql_url):
     name = "we`ird'; DROP TABLE x; --%s"
     sink = open_sink(f"{mysql_url}?table={name.replace(';', '%3B').replace('%s', '%25s')}")
     assert sink.table_for("alerts") == (name,)
-    sink.prepare(ALERTS_SCHEMA, target("alerts"))(alerts_frame(spark, 5), 0)
+    sink.batch_function(ALERTS_SCHEMA, target("alerts"))(alerts_frame(spark, 5), 0)
     assert len(rows(mysql_url, name, ["event_id"])) == 5
 
 
@@ -92,12 +92,12 @@ def test_an_existing_table_of_another_shape_is_refused_naming_the_column(spark, 
     query(mysql_url, "CREATE TABLE alerts (event_id VARCHAR(64) PRIMARY KEY, vehicle_id TEXT, event_time DATETIME, "
                      "speed_kmh TEXT, zone_name TEXT)")
     with pytest.raises(SinkError, match=r"column 'speed_kmh' is text, but output 'alerts' writes double") as err:
-        open_sink(mysql_url).prepare(ALERTS_SCHEMA, target("alerts"))
+        open_sink(mysql_url).batch_function(ALERTS_SCHEMA, target("alerts"))
     assert "\n" not in str(err.value)
     query(mysql_url, "CREATE TABLE nokey (event_id VARCHAR(64), vehicle_id TEXT, event_time DATETIME(3), "
                      "speed_kmh DOUBLE, zone_name TEXT)")
     with pytest.raises(SinkError, match=r"no primary key or unique index on \(event_id\)"):
-        open_sink(f"{mysql_url}?table=nokey").prepare(ALERTS_SCHEMA, target("alerts"))
+        open_sink(f"{mysql_url}?table=nokey").batch_function(ALERTS_SCHEMA, target("alerts"))
 
 
 def test_unreachable_server_fails_check_in_one_line_without_the_password():
@@ -115,14 +115,14 @@ def test_unreachable_server_fails_check_in_one_line_without_the_password():
 def test_a_batch_waits_for_a_server_that_comes_back_and_gives_up_after_retry_for(spark, mysql_url):
     with TcpProxy((servers.MARIADB.host, servers.MARIADB.port)) as proxy:
         url = proxied(mysql_url, proxy)
-        write = open_sink(url).prepare(ALERTS_SCHEMA, target("alerts"))
+        write = open_sink(url).batch_function(ALERTS_SCHEMA, target("alerts"))
         proxy.down()
         proxy.up_after(2.0)
         started = time.monotonic()
         write(alerts_frame(spark, 100), 0)
         assert time.monotonic() - started >= 2.0
 
-        impatient = open_sink(f"{url}?retry_for=1s").prepare(ALERTS_SCHEMA, target("alerts"))
+        impatient = open_sink(f"{url}?retry_for=1s").batch_function(ALERTS_SCHEMA, target("alerts"))
         proxy.down()
         with pytest.raises(SinkError) as err:
             impatient(alerts_frame(spark, 10, first=100), 1)
@@ -141,8 +141,8 @@ def test_options_and_missing_driver_are_config_errors(monkeypatch, mysql_url):
 def test_a_new_run_appending_into_a_table_of_another_run_is_refused(spark, mysql_url):
     first = open_sink(mysql_url)
     first.check("dead-letters", fresh_checkpoint=True)
-    first.prepare(ALERTS_SCHEMA, target("dead-letters"))(alerts_frame(spark, 3), 0)
+    first.batch_function(ALERTS_SCHEMA, target("dead-letters"))(alerts_frame(spark, 3), 0)
     again = open_sink(mysql_url)
     again.check("dead-letters", fresh_checkpoint=True)
     with pytest.raises(SinkError, match="table `dead_letters` already holds rows of another run"):
-        again.prepare(ALERTS_SCHEMA, target("dead-letters"))
+        again.batch_function(ALERTS_SCHEMA, target("dead-letters"))

@@ -104,7 +104,7 @@ def test_a_server_lost_mid_run_is_waited_for_and_nothing_is_lost(spark, postgres
 
 def test_update_mode_overwrites_a_window_and_a_replay_changes_nothing(spark, postgres_url):
     sink = open_sink(f"{postgres_url}?table=w")
-    write = sink.prepare(WINDOWS_SCHEMA, target("windows", "update"))
+    write = sink.batch_function(WINDOWS_SCHEMA, target("windows", "update"))
     write(windows_frame(spark, [window(0, "V1", 3, 50.0), window(0, "V2", 1, 20.0)]), 0)
     later = windows_frame(spark, [window(0, "V1", 5, 55.0), window(10, "V1", 1, 40.0)])
     write(later, 1)
@@ -115,7 +115,7 @@ def test_update_mode_overwrites_a_window_and_a_replay_changes_nothing(spark, pos
 
 
 def test_alerts_are_inserted_once_whatever_is_replayed(spark, postgres_url):
-    write = open_sink(postgres_url).prepare(ALERTS_SCHEMA, target("alerts"))
+    write = open_sink(postgres_url).batch_function(ALERTS_SCHEMA, target("alerts"))
     write(alerts_frame(spark, 300), 0)
     write(alerts_frame(spark, 300), 0)
     write(alerts_frame(spark, 200, first=250), 1)  # overlaps the first batch by 50 rows
@@ -130,7 +130,7 @@ def test_awkward_table_and_schema_names_are_quoted(spark, postgres_url):
     name = 'we"ird; DROP TABLE x; --%s'
     sink = open_sink(f"{postgres_url}?table=Fleet Ops.{name.replace(';', '%3B').replace('%s', '%25s')}")
     assert sink.table_for("alerts") == ("Fleet Ops", name)
-    write = sink.prepare(ALERTS_SCHEMA, target("alerts"))
+    write = sink.batch_function(ALERTS_SCHEMA, target("alerts"))
     write(alerts_frame(spark, 5), 0)
     assert len(rows(postgres_url, name, ["event_id"], schema="Fleet Ops")) == 5
 
@@ -142,10 +142,10 @@ def test_an_existing_table_of_another_shape_is_refused_naming_the_column(spark, 
         conn.execute("CREATE TABLE nokey (event_id text, vehicle_id text, event_time timestamptz, "
                      "speed_kmh double precision, zone_name text)")
     with pytest.raises(SinkError, match=r"column 'speed_kmh' is text, but output 'alerts' writes double") as err:
-        open_sink(postgres_url).prepare(ALERTS_SCHEMA, target("alerts"))
+        open_sink(postgres_url).batch_function(ALERTS_SCHEMA, target("alerts"))
     assert "\n" not in str(err.value)
     with pytest.raises(SinkError, match=r"no primary key or unique index on \(event_id\)"):
-        open_sink(f"{postgres_url}?table=nokey").prepare(ALERTS_SCHEMA, target("alerts"))
+        open_sink(f"{postgres_url}?table=nokey").batch_function(ALERTS_SCHEMA, target("alerts"))
 
 
 def test_unreachable_server_fails_check_in_one_line_without_the_password():
@@ -162,7 +162,7 @@ def test_unreachable_server_fails_check_in_one_line_without_the_password():
 
 def test_a_batch_waits_for_a_server_that_comes_back(spark, postgres_url):
     with TcpProxy((servers.POSTGRES.host, servers.POSTGRES.port)) as proxy:
-        write = open_sink(proxied(postgres_url, proxy)).prepare(ALERTS_SCHEMA, target("alerts"))
+        write = open_sink(proxied(postgres_url, proxy)).batch_function(ALERTS_SCHEMA, target("alerts"))
         proxy.down()
         proxy.up_after(2.0)
         started = time.monotonic()
@@ -174,7 +174,7 @@ def test_a_batch_waits_for_a_server_that_comes_back(spark, postgres_url):
 def test_a_batch_gives_up_after_retry_for_with_a_clear_message(spark, postgres_url):
     with TcpProxy((servers.POSTGRES.host, servers.POSTGRES.port)) as proxy:
         url = proxied(postgres_url, proxy).replace("postgresql://postgres@", "postgresql://postgres:hunter2@")
-        write = open_sink(f"{url}?retry_for=1s").prepare(ALERTS_SCHEMA, target("alerts"))
+        write = open_sink(f"{url}?retry_for=1s").batch_function(ALERTS_SCHEMA, target("alerts"))
         proxy.down()
         with pytest.raises(SinkError) as err:
             write(alerts_frame(spark, 10), 0)
@@ -197,12 +197,12 @@ def test_options_and_missing_driver_are_config_errors(monkeypatch, postgres_url)
 def test_a_new_run_appending_into_a_table_of_another_run_is_refused(spark, postgres_url):
     first = open_sink(postgres_url)
     first.check("alerts", fresh_checkpoint=True)
-    first.prepare(ALERTS_SCHEMA, target("alerts"))(alerts_frame(spark, 3), 0)
+    first.batch_function(ALERTS_SCHEMA, target("alerts"))(alerts_frame(spark, 3), 0)
     again = open_sink(postgres_url)
     again.check("alerts", fresh_checkpoint=True)
     with pytest.raises(SinkError, match='table "alerts" already holds rows of another run'):
-        again.prepare(ALERTS_SCHEMA, target("alerts"))
-    again.prepare(ALERTS_SCHEMA, target("alerts", "update"))  # upserts: the new run's rows win
+        again.batch_function(ALERTS_SCHEMA, target("alerts"))
+    again.batch_function(ALERTS_SCHEMA, target("alerts", "update"))  # upserts: the new run's rows win
     resumed = open_sink(postgres_url)
     resumed.check("alerts", fresh_checkpoint=False)
-    resumed.prepare(ALERTS_SCHEMA, target("alerts"))
+    resumed.batch_function(ALERTS_SCHEMA, target("alerts"))

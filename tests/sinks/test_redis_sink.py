@@ -68,7 +68,7 @@ def test_fleet_run_keeps_each_vehicles_latest_window_and_streams_each_alert_once
 
 def test_a_replayed_or_half_written_batch_adds_no_stream_entry_twice(spark, redis_url):
     url, prefix = redis_url
-    write = open_sink(f"{url}?prefix={prefix}:alerts").prepare(ALERTS_SCHEMA, target("alerts"))
+    write = open_sink(f"{url}?prefix={prefix}:alerts").batch_function(ALERTS_SCHEMA, target("alerts"))
     write(alerts_frame(spark, 300), 0)
     write(alerts_frame(spark, 300), 0)  # replay of batch 0
     write(alerts_frame(spark, 40, first=300), 1)  # batch 1 cut short: its first 40 rows (in key order) went in
@@ -80,7 +80,7 @@ def test_a_replayed_or_half_written_batch_adds_no_stream_entry_twice(spark, redi
 def test_another_writers_entry_between_two_batches_drops_no_batch(spark, redis_url):
     """The issue: one ``XADD key *`` by another client made every later batch look written already."""
     url, prefix = redis_url
-    write = open_sink(f"{url}?stream={prefix}:dl").prepare(ALERTS_SCHEMA, target("dead-letters"))
+    write = open_sink(f"{url}?stream={prefix}:dl").batch_function(ALERTS_SCHEMA, target("dead-letters"))
     write(alerts_frame(spark, 30), 0)
     other = client(url).xadd(f"{prefix}:dl", {"from": "another client"})  # an id from the clock, far above 2-0
     write(alerts_frame(spark, 20, first=30), 1)
@@ -172,7 +172,7 @@ class FailingConnector(Connector):
 
 def test_a_batch_failed_half_way_is_replayed_with_every_row_exactly_once(spark, redis_url):
     url, prefix = redis_url
-    write = open_sink(f"{url}?stream={prefix}:dl").prepare(ALERTS_SCHEMA, target("dead-letters"))
+    write = open_sink(f"{url}?stream={prefix}:dl").batch_function(ALERTS_SCHEMA, target("dead-letters"))
     write(alerts_frame(spark, 700), 0)
     healthy = write.connector
     write.connector = FailingConnector(healthy, fail_at=1)
@@ -188,7 +188,7 @@ def test_a_batch_failed_half_way_is_replayed_with_every_row_exactly_once(spark, 
 
 def test_a_vehicle_never_moves_back_to_an_older_window(spark, redis_url):
     url, prefix = redis_url
-    write = open_sink(f"{url}?prefix={prefix}:w").prepare(WINDOWS_SCHEMA, target("windows", "update"))
+    write = open_sink(f"{url}?prefix={prefix}:w").batch_function(WINDOWS_SCHEMA, target("windows", "update"))
     write(windows_frame(spark, [window(10, "V1", 3, 50.0), window(0, "V2", 1, 20.0)]), 0)
     write(windows_frame(spark, [window(0, "V1", 9, 99.0), window(0, "V2", 2, 25.0)]), 1)  # V1: older; V2: updated
     write(windows_frame(spark, [window(20, "V1", 1, 30.0), window(10, "V1", 4, 51.0)]), 2)  # both in one batch
@@ -202,14 +202,14 @@ def test_a_new_run_into_a_stream_of_another_run_is_refused(spark, redis_url):
     url, prefix = redis_url
     sink = open_sink(f"{url}?stream={prefix}:s")
     sink.check("alerts", fresh_checkpoint=True)
-    sink.prepare(ALERTS_SCHEMA, target("alerts"))(alerts_frame(spark, 3), 0)
+    sink.batch_function(ALERTS_SCHEMA, target("alerts"))(alerts_frame(spark, 3), 0)
     again = open_sink(f"{url}?stream={prefix}:s")
     again.check("alerts", fresh_checkpoint=True)
     with pytest.raises(SinkError, match=f"stream '{prefix}:s' already holds the output of another run"):
-        again.prepare(ALERTS_SCHEMA, target("alerts"))
+        again.batch_function(ALERTS_SCHEMA, target("alerts"))
     resumed = open_sink(f"{url}?stream={prefix}:s")
     resumed.check("alerts", fresh_checkpoint=False)
-    resumed.prepare(ALERTS_SCHEMA, target("alerts"))
+    resumed.batch_function(ALERTS_SCHEMA, target("alerts"))
 
 
 def test_unreachable_server_fails_check_in_one_line_without_the_password():
@@ -228,7 +228,7 @@ def test_a_batch_waits_for_a_server_that_comes_back(spark, redis_url):
     url, prefix = redis_url
     with TcpProxy((servers.REDIS.host, servers.REDIS.port)) as proxy:
         proxied = url.replace(f":{servers.REDIS.port}/", f":{proxy.port}/")
-        write = open_sink(f"{proxied}?prefix={prefix}:alerts").prepare(ALERTS_SCHEMA, target("alerts"))
+        write = open_sink(f"{proxied}?prefix={prefix}:alerts").batch_function(ALERTS_SCHEMA, target("alerts"))
         proxy.down()
         proxy.up_after(2.0)
         started = time.monotonic()

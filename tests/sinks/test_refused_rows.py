@@ -66,7 +66,7 @@ def alerts(n: int, **odd: tuple) -> list[tuple]:
 
 def write_alerts(spark, url: str, rows: list[tuple], rejected_dir, batch_id: int = 0, mode: str = "append"):
     target = Target("fleet", "alerts", "fleet_alerts", mode=mode, key=("event_id",), rejected=str(rejected_dir))
-    write = open_sink(url).prepare(ALERTS_SCHEMA, target)
+    write = open_sink(url).batch_function(ALERTS_SCHEMA, target)
     write(spark.createDataFrame(rows, ALERTS_SCHEMA), batch_id)
     return write
 

@@ -95,7 +95,7 @@ def expected_keys(n: int, first: int = 0) -> list[str]:
 
 
 def test_a_held_lock_fails_the_write_in_bounded_time_with_one_line(spark, db):
-    write = open_sink(f"{db.url}?retry_for=3s").prepare(ALERTS_SCHEMA, target("alerts"))  # creates the table
+    write = open_sink(f"{db.url}?retry_for=3s").batch_function(ALERTS_SCHEMA, target("alerts"))  # creates the table
     holder = db.hold_lock("alerts")
     safety = threading.Timer(SAFETY_RELEASE_S, db.release, (holder,))
     safety.start()
@@ -116,7 +116,7 @@ def test_a_held_lock_fails_the_write_in_bounded_time_with_one_line(spark, db):
 
 
 def test_a_lock_released_in_time_lets_the_write_finish_with_every_row(spark, db):
-    write = open_sink(f"{db.url}?retry_for=9s").prepare(ALERTS_SCHEMA, target("alerts"))  # 3 s per statement
+    write = open_sink(f"{db.url}?retry_for=9s").batch_function(ALERTS_SCHEMA, target("alerts"))  # 3 s per statement
     holder = db.hold_lock("alerts")
     release = threading.Timer(4.0, db.release, (holder,))  # after the first try timed out
     release.start()
@@ -132,7 +132,7 @@ def test_a_stalled_network_fails_the_write_in_bounded_time(spark, db):
     marker = b"COPY" if isinstance(db, Postgres) else b"INSERT INTO"
     with TcpProxy((db.server.host, db.server.port)) as proxy:
         url = db.url.replace(f":{db.server.port}/", f":{proxy.port}/")
-        write = open_sink(f"{url}?retry_for=3s").prepare(ALERTS_SCHEMA, target("alerts"))
+        write = open_sink(f"{url}?retry_for=3s").batch_function(ALERTS_SCHEMA, target("alerts"))
         proxy.stall_on(marker)  # connections open, statements go out, nothing comes back
         safety = threading.Timer(SAFETY_RELEASE_S, proxy.unstall)
         safety.start()
@@ -151,7 +151,7 @@ def test_a_stalled_network_fails_the_write_in_bounded_time(spark, db):
 
 
 def test_postgres_read_only_after_a_failover_is_waited_for(spark, postgres_url):
-    write = open_sink(f"{postgres_url}?retry_for=30s").prepare(ALERTS_SCHEMA, target("alerts"))
+    write = open_sink(f"{postgres_url}?retry_for=30s").batch_function(ALERTS_SCHEMA, target("alerts"))
     database = postgres_url.rsplit("/", 1)[1]
     admin = postgres_url.rsplit("/", 1)[0] + "/postgres"
 

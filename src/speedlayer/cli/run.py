@@ -39,6 +39,7 @@ def run_command(
     state_dir: str | None = _O(None, "--state-dir", help="checkpoints live here; a restart resumes from it"),
     allow_changed_settings: bool | None = _O(None, "--allow-changed-settings",
                                              help="resume from --state-dir even though settings that change results differ"),
+    one_query: bool | None = _O(None, "--one-query", help="append outputs to console, database and Redis sinks in one query"),
     duration: float | None = _O(None, "--duration", help="stop gracefully after this many seconds"),
     max_events: int | None = _O(None, "--max-events", help="process exactly N generated events, then exit"),
     master: str | None = _O(None, "--master", help="Spark master (default local[*])"),
@@ -70,7 +71,7 @@ def run_command(
         "duration": duration, "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
         "options": {**options, **pairs(option, "--option", "KEY=VALUE")},
         "inputs": {**inputs, **pairs(input_, "--input", "NAME=URI")},
-        "allow_changed_settings": allow_changed_settings, "spark_ui": spark_ui, "ship": ship,
+        "allow_changed_settings": allow_changed_settings, "spark_ui": spark_ui, "ship": ship, "one_query": one_query,
     }
     settings = build_settings(file_values, flags)
     live = sys.stdout.isatty() if live is None else live

@@ -128,11 +128,11 @@ class RunHandle:
 
     def status(self) -> dict[str, QueryStatus]:
         """Output name -> what its query has done so far."""
-        result = {}
-        for qp, query in zip(self.plan.queries, self.queries):
-            progress = self._run.tracker.get(qp.name)
+        result, started = {}, {query.name: query for query in self.queries}
+        for qp in self.plan.queries:
+            progress, query = self._run.tracker.get(qp.name), started.get(qp.name)
             result[qp.output.name] = QueryStatus(
-                qp.output.name, qp.name, self.running and query.isActive,
+                qp.output.name, qp.name, self.running and query is not None and query.isActive,
                 progress.batches if progress else 0, progress.input_rows if progress else 0,
                 progress.last_batch_id if progress else -1, progress.watermark if progress else None)
         return result
@@ -149,7 +149,7 @@ class RunHandle:
 
     def __repr__(self) -> str:
         state = "running" if self.running else ("failed" if self._error else "ended")
-        return f"<RunHandle {self.plan.job.name} {state}: {', '.join(q.name for q in self.plan.queries)}>"
+        return f"<RunHandle {self.plan.job.name} {state}: {', '.join(dict.fromkeys(q.name for q in self.plan.queries))}>"
 
 
 def run(job: str | Job, source: str | None = None, sinks: Mapping[str, str] | None = None, trigger: str | None = None,

@@ -36,6 +36,7 @@ NEUTRAL_SETTINGS = frozenset({
     "state_dir", "allow_changed_settings",
     "job_file",                        # where the job file lies; what it defines is compared as job_definition
     "incident_initial_state",          # read only when the incidents query first starts
+    "one_query",                       # how outputs are grouped in queries: the checkpoints check it
 })
 
 

@@ -36,6 +36,7 @@ from speedlayer.runtime.manifest import (
     write_manifest,
 )
 from speedlayer.runtime.settings import LEGACY_INPUTS, RunSettings, max_ahead_ms
+from speedlayer.runtime.shared import check_shared_checkpoint, share_queries
 from speedlayer.runtime.shipping import check_ship
 from speedlayer.runtime.triggers import Trigger, parse_trigger
 from speedlayer.sinks import open_sink
@@ -57,6 +58,8 @@ class QueryPlan:
     mode: str
     name: str
     checkpoint: Path
+    #: written by the job's shared query (``--one-query``, ``speedlayer.runtime.shared``)
+    shared: bool = False
 
     @property
     def fresh(self) -> bool:
@@ -207,9 +210,13 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
             output.check(params, mode)
         queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
                                  state_dir / "checkpoints" / name))
+    if settings.one_query:
+        notes.extend(share_queries(job.name, queries, trigger, state_dir))
     source = _open_source(settings, job, trigger)
     notes.extend(source.warnings())
-    source.check_plan([q.output.name for q in queries if not q.output.dead_letters_of])
+    # each query reads the source once: the shared query counts once, whatever it writes
+    source.check_plan(list(dict.fromkeys(q.name if q.shared else q.output.name for q in queries
+                                         if not q.output.dead_letters_of)))
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
     return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs,
                    py_files=code.py_files)
@@ -350,6 +357,7 @@ def prepare_state(plan: RunPlan) -> None:
     for source in plan.inputs.values():
         source.check()
     _pin_inputs(plan, run_state)
+    check_shared_checkpoint(plan.queries, plan.state_dir)
     for query in plan.queries:
         check_intact(query.checkpoint, query.output.name)
         query.sink.check(query.output.name, query.fresh)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from speedlayer.core.errors import ConfigError, QueryFailedError, SpeedlayerError
+from speedlayer.core.modes import APPEND
 from speedlayer.decode.observation import OBSERVATION, latency_sample
 from speedlayer.decode.validate import decode
 from speedlayer.monitor.executors import ExecutorWatch, save_report
@@ -28,6 +29,7 @@ from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.plan import QueryPlan, RunPlan, prepare_state
 from speedlayer.runtime.reach import check_reachable, run_places
 from speedlayer.runtime.session import is_local
+from speedlayer.runtime.shared import SHARED_QUERY_CONF, FanOut, check_shareable, pack_outputs, session_conf
 from speedlayer.runtime.stopping import (
     first_line,
     raise_if_failed_while_stopping,
@@ -50,16 +52,23 @@ FLUSH_BATCHES = 2
 
 def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
     """The DataFrame of one output: a stream, or with ``batch=True`` the same function on a static read."""
+    return build_outputs(spark, plan, [output], batch)[output]
+
+
+def build_outputs(spark, plan: RunPlan, outputs: list[str], batch: bool = False) -> dict[str, Any]:
+    """The DataFrames of several outputs, by name, from one read and decode of each source they need."""
     max_events = plan.settings.max_events
 
     def read(source: Source):
         return source.read_batch(spark, max_events) if batch else source.read_stream(spark, max_events)
 
-    spec = plan.job.outputs[output]
+    specs = {name: plan.job.outputs[name] for name in outputs}
     # a second stream is read with the same --max-events bound as the main one
-    inputs = {name: decode(read(plan.inputs[name]), plan.job.inputs[name]) for name in spec.inputs}
-    if spec.dead_letters_of:
-        return inputs[spec.dead_letters_of].dead_letters
+    inputs = {name: decode(read(plan.inputs[name]), plan.job.inputs[name])
+              for name in dict.fromkeys(i for spec in specs.values() for i in spec.inputs)}
+    frames = {name: inputs[spec.dead_letters_of].dead_letters for name, spec in specs.items() if spec.dead_letters_of}
+    if len(frames) == len(specs):
+        return frames
     raw = read(plan.source)
     # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
     # computes inside each micro-batch; continuous and real-time mode have no such batches.
@@ -67,11 +76,12 @@ def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
     interval_ms = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
     decoded = plan.job.decode(raw, observe=OBSERVATION if observed else None,
                               latency_sample=latency_sample(plan.source.batch_rows(interval_ms)))
-    if output == "dead-letters":
-        return decoded.dead_letters
-    df = plan.job.pipeline(decoded.events, plan.params, **inputs)[output]
-    per_batch = plan.job.outputs[output].per_batch
-    return per_batch(df, 0) if batch and per_batch is not None else df
+    results = plan.job.pipeline(decoded.events, plan.params, **inputs)
+    for name, spec in specs.items():
+        if name not in frames:
+            df = decoded.dead_letters if name == "dead-letters" else results[name]
+            frames[name] = spec.per_batch(df, 0) if batch and spec.per_batch is not None else df
+    return {name: frames[name] for name in outputs}
 
 
 class PerBatchWriter:
@@ -165,14 +175,19 @@ class Run:
         self._started_at = time.monotonic()
         plan = self.plan
         try:
-            built = [self._build(qp) for qp in plan.queries]
+            built = [b for qp in plan.queries if not qp.shared for b in self._build([qp])]
+            shared = self._build([qp for qp in plan.queries if qp.shared])
             # Spark checks a query against its mode only when it starts: every query is checked before the first does
-            for qp, df, _ in built:
+            for qp, df, _ in built + shared:
                 check_streamable(df, qp.output, qp.mode, plan.trigger.continuous, qp.sink.modes)
                 if qp.output.stateful is None:  # a job file's output: its plan tells
                     qp.output = dataclasses.replace(qp.output, stateful=keeps_state(df))
+            for qp, df, _ in shared:
+                check_shareable(df, qp.output)
             for qp, df, target in built:
                 self.queries.append(self._start_query(qp, df, target))
+            if shared:
+                self.queries.append(self._start_shared(shared))
         except SpeedlayerError:
             self._stop_all()
             self.plan.unlock_state()
@@ -184,39 +199,66 @@ class Run:
         if self._on_started:
             self._on_started(self)
 
-    def _build(self, qp: QueryPlan) -> tuple[QueryPlan, Any, Target]:
-        """The DataFrame one query writes, as its sink takes it, and what the sink is told."""
+    def _build(self, queries: list[QueryPlan]) -> list[tuple[QueryPlan, Any, Target]]:
+        """The DataFrame each planned output writes, as its sink takes it, and what the sink is told
+        (outputs built together share one read and decode of the source)."""
+        if not queries:
+            return []
         plan = self.plan
-        # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
-        jvm_only = plan.trigger.continuous or plan.trigger.realtime
-        target = Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode),
-                        rejected=str(plan.state_dir / "rejected" / qp.output.name))
         from pyspark.errors import AnalysisException
 
         try:
-            df = build_output(self.spark, plan, qp.output.name)
+            frames = build_outputs(self.spark, plan, [qp.output.name for qp in queries])
         except AnalysisException as exc:  # the job's own code asks for what its input does not have
-            pipeline = plan.job.pipeline
-            raise ConfigError(f"output '{qp.output.name}' of job '{plan.job.name}': {first_line(exc)}: fix the job's "
+            pipeline, names = plan.job.pipeline, ", ".join(repr(qp.output.name) for qp in queries)
+            raise ConfigError(f"output {names} of job '{plan.job.name}': {first_line(exc)}: fix the job's "
                               f"pipeline ({pipeline.__module__}.{pipeline.__qualname__})") from exc
-        return qp, qp.sink.records(df, target), target
+        return [(qp, qp.sink.records(frames[qp.output.name], target), target)
+                for qp in queries for target in [self._target(qp)]]
+
+    def _target(self, qp: QueryPlan) -> Target:
+        plan = self.plan
+        # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
+        jvm_only = plan.trigger.continuous or plan.trigger.realtime
+        return Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode),
+                      rejected=str(plan.state_dir / "rejected" / qp.output.name))
+
+    def _writer(self, df: Any, name: str, mode: str, checkpoint: Path) -> Any:
+        writer = df.writeStream.queryName(name).outputMode(mode).option("checkpointLocation", str(checkpoint))
+        return self.plan.trigger.apply(writer)
 
     def _start_query(self, qp: QueryPlan, df: Any, target: Target) -> Any:
-        writer = (df.writeStream.queryName(qp.name).outputMode(qp.mode)
-                  .option("checkpointLocation", str(qp.checkpoint)))
-        writer = self.plan.trigger.apply(writer)
+        writer = self._writer(df, qp.name, qp.mode, qp.checkpoint)
         if qp.output.per_batch is not None:
             writer = PerBatchWriter(writer, qp.output.per_batch)
             df = _per_batch_schema_frame(self.spark, df, qp.output.per_batch)
         query = qp.sink.start(writer, df, target)
         qp.name = query.name  # a sink may name its query (the memory sink names its table so)
-        self._starters[query.name] = lambda: self._restart_query(qp, df, target)
+        self._starters[query.name] = lambda: self._restart([qp], lambda: self._start_query(qp, df, target))
         return query
 
-    def _restart_query(self, qp: QueryPlan, df: Any, target: Target) -> Any:
-        # checked again: what the sink finds (rows in its table) is now this run's own, from its checkpoint
-        qp.sink.check(qp.output.name, qp.fresh)
-        return self._start_query(qp, df, target)
+    def _start_shared(self, built: list[tuple[QueryPlan, Any, Target]]) -> Any:
+        """Start the job's shared query (``speedlayer.runtime.shared``): one read, each output to its sink."""
+        writers = {}
+        for qp, df, target in built:
+            per_batch = qp.output.per_batch
+            if per_batch is None:
+                writers[qp.output.name] = qp.sink.batch_function(df.schema, target)
+            else:
+                write = qp.sink.batch_function(_per_batch_schema_frame(self.spark, df, per_batch).schema, target)
+                writers[qp.output.name] = lambda batch, batch_id, w=write, f=per_batch: w(f(batch, batch_id), batch_id)
+        first = built[0][0]
+        packed = pack_outputs({qp.output.name: df for qp, df, _ in built})
+        with session_conf(self.spark, SHARED_QUERY_CONF):
+            query = self._writer(packed, first.name, APPEND, first.checkpoint).foreachBatch(FanOut(writers)).start()
+        self._starters[query.name] = lambda: self._restart([qp for qp, _, _ in built], lambda: self._start_shared(built))
+        return query
+
+    def _restart(self, queries: list[QueryPlan], start: Callable[[], Any]) -> Any:
+        # checked again: what the sinks find (rows in a table) is now this run's own, from the checkpoint
+        for qp in queries:
+            qp.sink.check(qp.output.name, qp.fresh)
+        return start()
 
     def add_side_query(self, query: Any, restart: Callable[[], Any]) -> None:
         """Keep a started query that serves a view (the dashboard's tap): stopped with the run, never
@@ -323,8 +365,11 @@ class Run:
 
     def written_places(self) -> dict[str, list[Path]]:
         """By query name, the directories it writes to: its checkpoint, and a file sink's path."""
-        return {qp.name: [qp.checkpoint, *([Path(qp.sink.path)] if getattr(qp.sink, "path", None) else [])]
-                for qp in self.plan.queries}
+        places: dict[str, list[Path]] = {}
+        for qp in self.plan.queries:
+            found = places.setdefault(qp.name, [qp.checkpoint])
+            found.extend([Path(qp.sink.path)] if getattr(qp.sink, "path", None) else [])
+        return places
 
     def _stop_all(self) -> dict[str, BaseException]:
         """Stop the queries after their in-flight batch (the dashboard's side queries too, so the batch a

@@ -63,6 +63,8 @@ class RunSettings(BaseModel):
     options: dict[str, str] = Field(default_factory=dict)
     #: resume from a state directory even though result-changing settings differ (``--allow-changed-settings``)
     allow_changed_settings: bool = False
+    #: write the append outputs whose sinks take micro-batches in one shared query (``--one-query``)
+    one_query: bool = False
     #: the Spark UI: on loopback ("local"), "off", or "open" on every interface (``--spark-ui``)
     spark_ui: Literal["local", "off", "open"] = "local"
     #: what a cluster's executors get: "auto" (speedlayer and its packages, packed), "none", or an archive's path

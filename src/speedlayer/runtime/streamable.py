@@ -67,6 +67,31 @@ def keeps_state(df: DataFrame) -> bool:
     return False
 
 
+#: stateful operations that pass each row on in the batch it came (never behind the watermark)
+_PASSING_ON = ("Deduplicate", "DeduplicateWithinWatermark")
+
+
+def state_fed_by_state(df: DataFrame) -> str | None:
+    """The stateful operation whose rows feed another stateful operation in a query of ``df`` (its
+    rows may come out behind the watermark), or None; a dedup passes rows on at once and is no such.
+
+    >>> state_fed_by_state(windows_of(windows_of(events)))  # doctest: +SKIP
+    'Aggregate'
+    """
+    if not df.isStreaming:
+        return None
+    checker = _checker(df)
+    nodes = [(df._jdf.queryExecution().analyzed(), False)]
+    while nodes:
+        node, below_state = nodes.pop()
+        stateful = bool(checker.isStatefulOperation(node))
+        if stateful and below_state and node.nodeName() not in _PASSING_ON:
+            return str(node.nodeName())
+        children = node.children()
+        nodes.extend((children.apply(i), below_state or stateful) for i in range(children.size()))
+    return None
+
+
 def check_streamable(df: DataFrame, output: Output, mode: str, continuous: bool, sink_modes: tuple[str, ...]) -> None:
     """Refuse, naming the output, a query Spark would refuse at start; say which other mode would do.
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.types import StructType
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import Uri
@@ -67,6 +69,15 @@ class Sink(ABC):
     def records(self, df: DataFrame, target: Target) -> DataFrame:
         """The rows this sink writes, from the output's rows (default: unchanged)."""
         return df
+
+    def batch_function(self, schema: StructType, target: Target) -> Callable[[DataFrame, int], None]:
+        """The ``foreachBatch`` function that writes this output's micro-batches, for a sink that
+        ``writes_batches``: the runner calls it once per query (the job's shared query among them).
+
+        >>> write = sink.batch_function(df.schema, Target("fleet", "alerts", "q"))  # doctest: +SKIP
+        >>> write(batch_df, 0)                                                      # doctest: +SKIP
+        """
+        raise NotImplementedError(f"sink {self.scheme}: writes no micro-batches of its own")
 
     def shared_paths(self) -> dict[str, Path]:
         """Local directories executors write (what -> path); on a cluster each must be shared."""

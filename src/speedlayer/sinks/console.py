@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.types import StructType
 from rich.console import Console
 from rich.table import Table
 
@@ -76,14 +77,16 @@ class ConsoleSink(Sink):
             raise ConfigError(f"console: option 'rows' must be a whole number (got {uri.options['rows']!r})") from None
         self.display: Callable[[BatchView], None] = print_view
 
-    def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
-        if target.continuous:
-            return writer.format("console").option("numRows", self.rows).option("truncate", "false").start()
-
+    def batch_function(self, schema: StructType, target: Target) -> Callable[[DataFrame, int], None]:
         def show(batch: DataFrame, batch_id: int) -> None:
             self.display(newest_rows(batch, batch_id, target.job, target.output, self.rows))
 
-        return writer.foreachBatch(show).start()
+        return show
+
+    def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
+        if target.continuous:
+            return writer.format("console").option("numRows", self.rows).option("truncate", "false").start()
+        return writer.foreachBatch(self.batch_function(df.schema, target)).start()
 
 
 def newest_rows(batch: DataFrame, batch_id: int, job: str, output: str, rows: int) -> BatchView:

@@ -284,10 +284,10 @@ class RedisSink(Sink):
         self.fresh_checkpoint = fresh_checkpoint
         self._client().close()
 
-    def prepare(self, schema: T.StructType, target: Target) -> BatchFunction:
+    def batch_function(self, schema: T.StructType, target: Target) -> BatchFunction:
         """Choose the layout for this output and give the ``foreachBatch`` function that writes it.
 
-        >>> write = sink.prepare(df.schema, Target("fleet", "alerts", "q", key=("event_id",)))  # doctest: +SKIP
+        >>> write = sink.batch_function(df.schema, Target("fleet", "alerts", "q", key=("event_id",)))  # doctest: +SKIP
         """
         names = [f.name for f in schema.fields]
         missing = [k for k in target.key if k not in names]
@@ -317,4 +317,4 @@ class RedisSink(Sink):
                              prepare=lambda df: df.repartition(1).sortWithinPartitions(*order_by))
 
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
-        return writer.foreachBatch(self.prepare(df.schema, target)).start()
+        return writer.foreachBatch(self.batch_function(df.schema, target)).start()

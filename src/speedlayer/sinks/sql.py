@@ -293,10 +293,10 @@ class SqlSink(Sink):
         with self.connected() as conn:
             self.dialect.check_access(conn, self.table_for(output_name))
 
-    def prepare(self, schema: T.StructType, target: Target) -> BatchFunction:
+    def batch_function(self, schema: T.StructType, target: Target) -> BatchFunction:
         """Create or check the table, then give the ``foreachBatch`` function that fills it.
 
-        >>> write = sink.prepare(df.schema, Target("fleet", "windows", "q", key=("window_start",)))  # doctest: +SKIP
+        >>> write = sink.batch_function(df.schema, Target("fleet", "windows", "q", key=("window_start",)))  # doctest: +SKIP
         >>> write(batch_df, 0)                                                                     # doctest: +SKIP
         """
         if not target.key:
@@ -316,4 +316,4 @@ class SqlSink(Sink):
         return BatchFunction(connector, output=target.output, key=target.key, rejected=target.rejected)
 
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
-        return writer.foreachBatch(self.prepare(df.schema, target)).start()
+        return writer.foreachBatch(self.batch_function(df.schema, target)).start()
