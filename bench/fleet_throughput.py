@@ -339,8 +339,8 @@ def child_check(args: argparse.Namespace) -> dict[str, Any]:
 
     sys.path.insert(0, str(BENCH_DIR))
     from plain_fleet import plain_windows, raw_batch
+    from speedlayer.runtime.build import build_output
     from speedlayer.runtime.plan import plan_run
-    from speedlayer.runtime.run import build_output
     from speedlayer.runtime.settings import RunSettings
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-check-"))

@@ -53,7 +53,7 @@ def generator_uri(rows: int) -> str:
 
 def start_queries(spark, plan, layout: str, outputs: list[str], tmp: Path) -> list:
 
-    from speedlayer.runtime.run import build_output
+    from speedlayer.runtime.build import build_output
 
     if layout == "plain":  # the baseline: bench/plain_fleet.py's hand-written windows job on the same feed
         from plain_fleet import plain_windows

@@ -9,8 +9,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from speedlayer.runtime.build import build_output
 from speedlayer.runtime.plan import plan_run
-from speedlayer.runtime.run import build_output
 from speedlayer.runtime.settings import RunSettings
 
 

@@ -1,13 +1,14 @@
 """Ride matching runs are checked before Spark starts: where the ride requests come from, and the settings."""
 
 import json
+import time
 from dataclasses import replace
 
 import pytest
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.schemas import RIDE_REQUEST
-from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.plan import pin_at_start, plan_run, prepare_state
 from speedlayer.runtime.settings import RunSettings
 
 MATCHES = {"matches": "console:"}
@@ -70,6 +71,17 @@ def test_ride_requests_share_the_generators_clock_across_restarts(tmp_path):
     again = plan(state_dir=str(tmp_path / "st"), source="generator://?seed=3", sinks=MATCHES)
     prepare_state(again)
     assert again.inputs["rides"].start_ms == again.source.start_ms == first.source.start_ms
+
+
+def test_ride_requests_keep_the_generators_clock_when_it_starts_with_the_queries(tmp_path):
+    p = plan(state_dir=str(tmp_path / "st"), source="generator://?seed=3", sinks=MATCHES)
+    prepare_state(p)
+    chosen = p.source.start_ms
+    time.sleep(0.05)
+    pin_at_start(p)
+    assert p.inputs["rides"].start_ms == p.source.start_ms > chosen
+    state = json.loads((tmp_path / "st" / "speedlayer-run.json").read_text())["run_state"]
+    assert state["generator_start_ms"] == state["inputs"]["rides"]["generator_start_ms"] == p.source.start_ms
 
 
 def test_a_rides_generator_with_its_own_start_keeps_it_apart(tmp_path):

@@ -1,9 +1,12 @@
 """Every impossible combination is refused before Spark starts, with a line that says what fits."""
 
+import json
+import time
+
 import pytest
 
 from speedlayer.core.errors import ConfigError, SinkError, SourceError
-from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.plan import pin_at_start, plan_run, prepare_state
 from speedlayer.runtime.settings import RunSettings
 
 
@@ -117,6 +120,35 @@ def test_generator_start_is_pinned_across_restarts(tmp_path):
     again = plan(state_dir=str(tmp_path / "st"))
     prepare_state(again)
     assert again.source.start_ms == first.source.start_ms
+
+
+def recorded_start(state_dir) -> int:
+    return json.loads((state_dir / "speedlayer-run.json").read_text())["run_state"]["generator_start_ms"]
+
+
+def test_a_fresh_runs_generator_clock_starts_when_its_queries_do(tmp_path):
+    """The clock chosen while planning is chosen again right before the first query starts (Spark's
+    start-up would otherwise make every event seconds old), and recorded; a resume keeps it."""
+    first = plan(state_dir=str(tmp_path / "st"))
+    prepare_state(first)
+    chosen = first.source.start_ms
+    assert recorded_start(tmp_path / "st") == chosen
+    time.sleep(0.05)
+    pin_at_start(first)
+    assert first.source.start_ms >= chosen + 50
+    assert recorded_start(tmp_path / "st") == first.source.start_ms
+
+    again = plan(state_dir=str(tmp_path / "st"))
+    prepare_state(again)
+    pin_at_start(again)
+    assert again.source.start_ms == first.source.start_ms  # a resume keeps the recorded clock
+
+
+def test_a_generator_start_given_is_never_moved(tmp_path):
+    given = plan(state_dir=str(tmp_path / "st"), source="generator://?start=2026-11-22T10:00:00Z")
+    prepare_state(given)
+    pin_at_start(given)
+    assert given.source.start_ms == recorded_start(tmp_path / "st") == 1795341600000
 
 
 # --- real-time mode and source notes ------------------------------------------------------------

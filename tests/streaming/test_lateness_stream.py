@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 
+from speedlayer.runtime.build import build_output
 from speedlayer.runtime.plan import plan_run
-from speedlayer.runtime.run import build_output
 from speedlayer.runtime.settings import RunSettings
 from tests.helpers import land_files
 

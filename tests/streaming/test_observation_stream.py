@@ -8,8 +8,9 @@ from speedlayer.core.schemas import VEHICLE_EVENT
 from speedlayer.decode import observation
 from speedlayer.decode.validate import decode
 from speedlayer.monitor import metrics
+from speedlayer.runtime.build import build_output
 from speedlayer.runtime.plan import plan_run
-from speedlayer.runtime.run import Run, build_output
+from speedlayer.runtime.run import Run
 from speedlayer.runtime.settings import RunSettings
 
 EVENTS, PER_BATCH = 12_000, 4_000

@@ -17,8 +17,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from speedlayer.runtime.build import build_output
 from speedlayer.runtime.plan import plan_run
-from speedlayer.runtime.run import build_output
 from speedlayer.runtime.settings import RunSettings
 from tests.e2e.killing import query_state
 from tests.helpers import land_files

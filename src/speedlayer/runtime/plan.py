@@ -36,7 +36,7 @@ from speedlayer.runtime.manifest import (
     write_manifest,
 )
 from speedlayer.runtime.settings import LEGACY_INPUTS, RunSettings, max_ahead_ms
-from speedlayer.runtime.shared import check_shared_checkpoint, share_queries
+from speedlayer.runtime.shared import check_shared_checkpoint, main_readers, share_queries
 from speedlayer.runtime.shipping import check_ship
 from speedlayer.runtime.triggers import Trigger, parse_trigger
 from speedlayer.sinks import open_sink
@@ -84,6 +84,10 @@ class RunPlan:
     lock: StateLock | None = None
     #: zips of the job's own code for the Python workers (``speedlayer.runtime.code_shipping``)
     py_files: tuple[Path, ...] = ()
+    #: what ``prepare_state`` wrote to the state directory's manifest (``pin_at_start`` writes it again)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    #: second streams whose generator keeps the main generator's clock
+    clock_followers: list[str] = field(default_factory=list)
 
     def lock_state(self) -> None:
         """Take the state directory's lock (once); another run holding it is a ConfigError."""
@@ -214,9 +218,7 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
         notes.extend(share_queries(job.name, queries, trigger, state_dir))
     source = _open_source(settings, job, trigger)
     notes.extend(source.warnings())
-    # each query reads the source once: the shared query counts once, whatever it writes
-    source.check_plan(list(dict.fromkeys(q.name if q.shared else q.output.name for q in queries
-                                         if not q.output.dead_letters_of)))
+    source.check_plan(main_readers(queries))
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
     return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs,
                    py_files=code.py_files)
@@ -315,7 +317,22 @@ def _pin_inputs(plan: RunPlan, run_state: dict[str, Any]) -> None:
         if (isinstance(source, GeneratorSource) and source.start_ms is None
                 and isinstance(plan.source, GeneratorSource)):
             source.start_ms = plan.source.start_ms
+            plan.clock_followers.append(name)
         source.pin(run_state.setdefault("inputs", {}).setdefault(name, {}))
+
+
+def pin_at_start(plan: RunPlan) -> None:
+    """Right before the first query starts: a source may choose again what it pinned for a run with
+    nothing recorded (the generator's clock, so its events are not seconds old when Spark starts
+    reading them); the second streams that keep its clock follow, and the manifest is written again."""
+    run_state = plan.manifest.get("run_state", {})
+    if not plan.source.pin_at_start(run_state):
+        return
+    for name in plan.clock_followers:
+        plan.inputs[name].start_ms = plan.source.start_ms
+        plan.inputs[name].pin(run_state.setdefault("inputs", {}).setdefault(name, {}))
+    with told_when_full(plan.state_dir):
+        write_manifest(plan.state_dir, plan.manifest)
 
 
 def _job_options(params: Params) -> dict[str, Any]:
@@ -363,6 +380,6 @@ def prepare_state(plan: RunPlan) -> None:
         query.sink.check(query.output.name, query.fresh)
     with told_when_full(plan.state_dir):
         plan.state_dir.mkdir(parents=True, exist_ok=True)
-        write_manifest(plan.state_dir, {"job": plan.job.name, "settings": settings, "job_options": job_options,
-                                        "run_state": run_state})
+        plan.manifest = {"job": plan.job.name, "settings": settings, "job_options": job_options, "run_state": run_state}
+        write_manifest(plan.state_dir, plan.manifest)
     plan.prepared = True

@@ -1,8 +1,10 @@
-"""Running a planned job: one streaming query per output, watched, stopped gracefully, summarised.
+"""Running a planned job: its streaming queries, watched, stopped gracefully, summarised.
 
-``build_output`` wires source -> decode -> pipeline for one output; ``Run`` starts every query
-of a ``RunPlan`` (``speedlayer.runtime.plan``) with its own checkpoint, waits for the end (bounded
-input, --duration, a stop request or a failure) and stops the queries after their batch.
+``Run`` starts the queries of a ``RunPlan`` (``speedlayer.runtime.plan``): one per output, or the
+job's shared query for the outputs that share one (``speedlayer.runtime.shared``), each with its
+own checkpoint; it waits for the end (bounded input, --duration, a stop request or a failure)
+and stops the queries after their batch. ``speedlayer.runtime.build`` wires source -> decode ->
+pipeline for them.
 """
 
 
@@ -21,12 +23,11 @@ from typing import Any
 
 from speedlayer.core.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.core.modes import APPEND
-from speedlayer.decode.observation import OBSERVATION, latency_sample
-from speedlayer.decode.validate import decode
 from speedlayer.monitor.executors import ExecutorWatch, save_report
 from speedlayer.monitor.progress import ProgressTracker
+from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame
 from speedlayer.runtime.checkpoints import told_when_full
-from speedlayer.runtime.plan import QueryPlan, RunPlan, prepare_state
+from speedlayer.runtime.plan import QueryPlan, RunPlan, pin_at_start, prepare_state
 from speedlayer.runtime.reach import check_reachable, run_places
 from speedlayer.runtime.session import is_local
 from speedlayer.runtime.shared import SHARED_QUERY_CONF, FanOut, check_shareable, pack_outputs, session_conf
@@ -38,7 +39,6 @@ from speedlayer.runtime.stopping import (
 )
 from speedlayer.runtime.streamable import check_streamable, keeps_state
 from speedlayer.sinks.base import Target
-from speedlayer.sources.base import Source
 
 log = logging.getLogger("speedlayer.run")
 
@@ -48,62 +48,6 @@ LAST_RUN = "last-run.json"
 RESTARTS = 3
 #: batches a bounded (--max-events) query runs after its last event, so the watermark can close windows
 FLUSH_BATCHES = 2
-
-
-def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
-    """The DataFrame of one output: a stream, or with ``batch=True`` the same function on a static read."""
-    return build_outputs(spark, plan, [output], batch)[output]
-
-
-def build_outputs(spark, plan: RunPlan, outputs: list[str], batch: bool = False) -> dict[str, Any]:
-    """The DataFrames of several outputs, by name, from one read and decode of each source they need."""
-    max_events = plan.settings.max_events
-
-    def read(source: Source):
-        return source.read_batch(spark, max_events) if batch else source.read_stream(spark, max_events)
-
-    specs = {name: plan.job.outputs[name] for name in outputs}
-    # a second stream is read with the same --max-events bound as the main one
-    inputs = {name: decode(read(plan.inputs[name]), plan.job.inputs[name])
-              for name in dict.fromkeys(i for spec in specs.values() for i in spec.inputs)}
-    frames = {name: inputs[spec.dead_letters_of].dead_letters for name, spec in specs.items() if spec.dead_letters_of}
-    if len(frames) == len(specs):
-        return frames
-    raw = read(plan.source)
-    # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
-    # computes inside each micro-batch; continuous and real-time mode have no such batches.
-    observed = not batch and not (plan.trigger.continuous or plan.trigger.realtime)
-    interval_ms = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
-    decoded = plan.job.decode(raw, observe=OBSERVATION if observed else None,
-                              latency_sample=latency_sample(plan.source.batch_rows(interval_ms)))
-    results = plan.job.pipeline(decoded.events, plan.params, **inputs)
-    for name, spec in specs.items():
-        if name not in frames:
-            df = decoded.dead_letters if name == "dead-letters" else results[name]
-            frames[name] = spec.per_batch(df, 0) if batch and spec.per_batch is not None else df
-    return {name: frames[name] for name in outputs}
-
-
-class PerBatchWriter:
-    """A stream writer whose ``foreachBatch`` function receives ``per_batch(batch, batch_id)`` instead of the batch.
-
-    Sinks that write through ``foreachBatch`` (console, databases, Redis) take it unchanged.
-    """
-
-    def __init__(self, writer, per_batch: Callable[[Any, int], Any]):
-        self._writer, self._per_batch = writer, per_batch
-
-    def foreachBatch(self, write: Callable[[Any, int], None]):  # noqa: N802 — Spark's name
-        per_batch = self._per_batch
-        return self._writer.foreachBatch(lambda batch, batch_id: write(per_batch(batch, batch_id), batch_id))
-
-    def __getattr__(self, name: str):
-        return getattr(self._writer, name)
-
-
-def _per_batch_schema_frame(spark, df, per_batch):
-    """An empty static DataFrame with the columns ``per_batch`` gives (sinks create tables from it)."""
-    return per_batch(spark.createDataFrame([], df.schema), 0)
 
 
 @dataclass
@@ -172,6 +116,7 @@ class Run:
             self._share_cores()
         self.spark.streams.addListener(self.tracker)
         self.executors.poll(force=True)
+        pin_at_start(self.plan)
         self._started_at = time.monotonic()
         plan = self.plan
         try:
@@ -231,7 +176,7 @@ class Run:
         writer = self._writer(df, qp.name, qp.mode, qp.checkpoint)
         if qp.output.per_batch is not None:
             writer = PerBatchWriter(writer, qp.output.per_batch)
-            df = _per_batch_schema_frame(self.spark, df, qp.output.per_batch)
+            df = per_batch_schema_frame(self.spark, df, qp.output.per_batch)
         query = qp.sink.start(writer, df, target)
         qp.name = query.name  # a sink may name its query (the memory sink names its table so)
         self._starters[query.name] = lambda: self._restart([qp], lambda: self._start_query(qp, df, target))
@@ -245,7 +190,7 @@ class Run:
             if per_batch is None:
                 writers[qp.output.name] = qp.sink.batch_function(df.schema, target)
             else:
-                write = qp.sink.batch_function(_per_batch_schema_frame(self.spark, df, per_batch).schema, target)
+                write = qp.sink.batch_function(per_batch_schema_frame(self.spark, df, per_batch).schema, target)
                 writers[qp.output.name] = lambda batch, batch_id, w=write, f=per_batch: w(f(batch, batch_id), batch_id)
         first = built[0][0]
         packed = pack_outputs({qp.output.name: df for qp, df, _ in built})

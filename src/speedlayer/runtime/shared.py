@@ -71,6 +71,15 @@ def share_queries(job: str, queries: list[Any], trigger: Trigger, state_dir: Pat
     return [f"--one-query: {', '.join(alone)} keep queries of their own ({_reasons(alone)})"] if alone else []
 
 
+def main_readers(queries: list[Any]) -> list[str]:
+    """The queries that read the main source, each by an output's name (the shared query by its own).
+
+    >>> main_readers(plan.queries)  # doctest: +SKIP
+    ['fleet_shared', 'sliding']
+    """
+    return list(dict.fromkeys(q.name if q.shared else q.output.name for q in queries if not q.output.dead_letters_of))
+
+
 def _reasons(alone: dict[str, str]) -> str:
     return "; ".join(f"{name}: {why}" for name, why in alone.items()) or "one output selected"
 

@@ -63,6 +63,11 @@ class Source(ABC):
     def pin(self, run_state: MutableMapping[str, Any]) -> None:
         """Record (or read back) what must stay the same across restarts of one run."""
 
+    def pin_at_start(self, run_state: MutableMapping[str, Any]) -> bool:
+        """Right before the run's first query starts: choose again what ``pin`` chose for a run that
+        had nothing recorded (a clock that should start with the rows); True when ``run_state`` changed."""
+        return False
+
     def describe(self) -> str:
         return self.uri.display
 

@@ -53,7 +53,7 @@ class GeneratorOptions(BaseModel):
     cards: int = Field(2000, gt=0, description="kind=transactions: number of cards")
     fraud: float = Field(0.01, ge=0, le=1, description="kind=transactions: fraction of fraudulent transactions")
     seed: int = 42
-    start: str | None = Field(None, description="event-time origin, ISO-8601 or epoch ms; default: first start of the run")
+    start: str | None = Field(None, description="event-time origin, ISO-8601 or epoch ms; default: when the first query starts")
     disorder: str = Field("2s", description="maximum event-time disorder")
     late: float = Field(0.005, ge=0, le=1, description="fraction of events delayed beyond the watermark")
     late_delay: str = Field("60s", description="typical delay of a late event (0.5x to 1.5x of it)")
@@ -261,6 +261,10 @@ def _fence() -> Column:
     return F.spark_partition_id() * 0
 
 
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def _iso(epoch_ms: Column) -> Column:
     return F.date_format(F.timestamp_millis(epoch_ms.cast("long")), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
 
@@ -278,11 +282,23 @@ class GeneratorSource(Source):
             raise ConfigError(f"{uri.display}: the generator takes options only, e.g. generator://?rate=1000&seed=7")
         self.options: GeneratorOptions = parse_options(GeneratorOptions, uri.options, "generator://")
         self.start_ms: int | None = parse_start(self.options.start) if self.options.start else None
+        self._chose_start = False  # pin() chose the clock (nothing given, nothing recorded): pin_at_start may move it
 
     def pin(self, run_state: MutableMapping[str, Any]) -> None:
         if self.start_ms is None:
-            self.start_ms = int(run_state.setdefault("generator_start_ms", int(time.time()) * 1000))
+            recorded = run_state.get("generator_start_ms")
+            self._chose_start = recorded is None
+            self.start_ms = int(recorded) if recorded is not None else _now_ms()
         run_state["generator_start_ms"] = self.start_ms
+
+    def pin_at_start(self, run_state: MutableMapping[str, Any]) -> bool:
+        # Spark's rate source emits event n at its own start + n / rate: a clock chosen before Spark
+        # started would put every event seconds in the past (the run's latency since the event).
+        if not self._chose_start:
+            return False
+        self._chose_start = False
+        self.start_ms = run_state["generator_start_ms"] = _now_ms()
+        return True
 
     def describe(self) -> str:
         o = self.options
@@ -292,7 +308,7 @@ class GeneratorSource(Source):
 
     def _start(self) -> int:
         if self.start_ms is None:
-            self.start_ms = int(time.time()) * 1000
+            self.start_ms = _now_ms()
         return self.start_ms
 
     def limit_partitions(self, partitions: int) -> None:

@@ -29,8 +29,9 @@ from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.core.modes import APPEND
 from speedlayer.pipelines.base import Job
+from speedlayer.runtime.build import build_output
 from speedlayer.runtime.plan import RunPlan
-from speedlayer.runtime.run import Run, build_output
+from speedlayer.runtime.run import Run
 from speedlayer.testing.errors import NothingCompared, StreamBatchMismatch, shown_diff
 from speedlayer.testing.landing import first_mtime, land_events, split_batches
 from speedlayer.testing.planning import check_outputs, default_outputs, plan_collected, resolve_job

@@ -1,0 +1,72 @@
+"""Building what a run's queries write: source -> decode -> pipeline, for one output or several at once.
+
+``build_outputs`` reads and decodes each source once for all the outputs it is given (the job's
+shared query builds its outputs so); ``build_output`` is one output, as a stream or, with
+``batch=True``, the same functions over a static read (tests and backfills recompute so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from speedlayer.decode.observation import OBSERVATION, latency_sample
+from speedlayer.decode.validate import decode
+from speedlayer.runtime.plan import RunPlan
+from speedlayer.sources.base import Source
+
+
+def build_output(spark, plan: RunPlan, output: str, batch: bool = False):
+    """The DataFrame of one output: a stream, or with ``batch=True`` the same function on a static read."""
+    return build_outputs(spark, plan, [output], batch)[output]
+
+
+def build_outputs(spark, plan: RunPlan, outputs: list[str], batch: bool = False) -> dict[str, Any]:
+    """The DataFrames of several outputs, by name, from one read and decode of each source they need."""
+    max_events = plan.settings.max_events
+
+    def read(source: Source):
+        return source.read_batch(spark, max_events) if batch else source.read_stream(spark, max_events)
+
+    specs = {name: plan.job.outputs[name] for name in outputs}
+    # a second stream is read with the same --max-events bound as the main one
+    inputs = {name: decode(read(plan.inputs[name]), plan.job.inputs[name])
+              for name in dict.fromkeys(i for spec in specs.values() for i in spec.inputs)}
+    frames = {name: inputs[spec.dead_letters_of].dead_letters for name, spec in specs.items() if spec.dead_letters_of}
+    if len(frames) == len(specs):
+        return frames
+    raw = read(plan.source)
+    # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
+    # computes inside each micro-batch; continuous and real-time mode have no such batches.
+    observed = not batch and not (plan.trigger.continuous or plan.trigger.realtime)
+    interval_ms = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
+    decoded = plan.job.decode(raw, observe=OBSERVATION if observed else None,
+                              latency_sample=latency_sample(plan.source.batch_rows(interval_ms)))
+    results = plan.job.pipeline(decoded.events, plan.params, **inputs)
+    for name, spec in specs.items():
+        if name not in frames:
+            df = decoded.dead_letters if name == "dead-letters" else results[name]
+            frames[name] = spec.per_batch(df, 0) if batch and spec.per_batch is not None else df
+    return {name: frames[name] for name in outputs}
+
+
+class PerBatchWriter:
+    """A stream writer whose ``foreachBatch`` function receives ``per_batch(batch, batch_id)`` instead of the batch.
+
+    Sinks that write through ``foreachBatch`` (console, databases, Redis) take it unchanged.
+    """
+
+    def __init__(self, writer, per_batch: Callable[[Any, int], Any]):
+        self._writer, self._per_batch = writer, per_batch
+
+    def foreachBatch(self, write: Callable[[Any, int], None]):  # noqa: N802 — Spark's name
+        per_batch = self._per_batch
+        return self._writer.foreachBatch(lambda batch, batch_id: write(per_batch(batch, batch_id), batch_id))
+
+    def __getattr__(self, name: str):
+        return getattr(self._writer, name)
+
+
+def per_batch_schema_frame(spark, df, per_batch):
+    """An empty static DataFrame with the columns ``per_batch`` gives (sinks create tables from it)."""
+    return per_batch(spark.createDataFrame([], df.schema), 0)
