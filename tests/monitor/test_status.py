@@ -5,6 +5,7 @@ import pytest
 from speedlayer.cli.app import main
 from speedlayer.core.errors import ConfigError
 from speedlayer.monitor.status import find_checkpoints
+from speedlayer.runtime.shared import OUTPUTS_FILE, SHARED_CHECKPOINT
 
 
 def write_checkpoint(folder, committed, planned):
@@ -25,6 +26,14 @@ def test_reads_each_query_of_a_state_dir(tmp_path):
     assert (windows.name, windows.last_committed, windows.last_planned, windows.offsets) == ("windows", 3, 4, [1500])
     assert windows.watermark == "1970-01-01T00:00:03.500Z"
     assert (alerts.last_committed, alerts.offsets) == (2, [1000])
+
+
+def test_the_shared_query_is_named_by_the_outputs_it_writes(tmp_path):
+    shared = tmp_path / "checkpoints" / SHARED_CHECKPOINT
+    write_checkpoint(shared, committed=1, planned=1)
+    (shared / OUTPUTS_FILE).write_text('["alerts", "windows"]')
+    write_checkpoint(tmp_path / "checkpoints" / "sliding", committed=0, planned=0)
+    assert [c.name for c in find_checkpoints(tmp_path)] == ["shared: alerts, windows", "sliding"]
 
 
 def test_cli_prints_the_table(tmp_path, capsys):

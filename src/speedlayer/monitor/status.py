@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.shared import SHARED_CHECKPOINT, recorded_outputs
 
 
 @dataclass
@@ -85,6 +86,12 @@ def read_checkpoint(path: Path, name: str | None = None) -> CheckpointStatus:
     return status
 
 
+def _label(checkpoint: Path) -> str:
+    """A query's checkpoint by its output's name; the job's shared query by the outputs it writes."""
+    outputs = recorded_outputs(checkpoint) if checkpoint.name == SHARED_CHECKPOINT else None
+    return f"shared: {', '.join(outputs)}" if outputs else checkpoint.name
+
+
 def find_checkpoints(state_dir: Path) -> list[CheckpointStatus]:
     """Every query checkpoint in a run's state directory (or the directory itself when it is one).
 
@@ -95,7 +102,7 @@ def find_checkpoints(state_dir: Path) -> list[CheckpointStatus]:
         raise ConfigError(f"{state_dir} does not exist: give the --state-dir of a run")
     if is_checkpoint(state_dir):
         return [read_checkpoint(state_dir)]
-    found = [read_checkpoint(p) for p in sorted((state_dir / "checkpoints").glob("*")) if is_checkpoint(p)]
+    found = [read_checkpoint(p, _label(p)) for p in sorted((state_dir / "checkpoints").glob("*")) if is_checkpoint(p)]
     if is_checkpoint(state_dir / "dashboard-checkpoint"):
         found.append(read_checkpoint(state_dir / "dashboard-checkpoint", "(dashboard feed)"))
     if not found:

@@ -93,7 +93,7 @@ def check_shared_checkpoint(queries: list[Any], state_dir: Path) -> None:
             raise ConfigError(f"output {query.output.name!r} was written by a query of its own in {state_dir}: "
                               "resume it without --one-query, or start a new --state-dir")
     folder = state_dir / "checkpoints" / SHARED_CHECKPOINT
-    recorded = _recorded_outputs(folder)
+    recorded = recorded_outputs(folder)
     names = sorted(q.output.name for q in shared)
     if recorded is not None and (folder / "offsets").is_dir() and recorded != names:
         now = ", ".join(names) if names else "none (no --one-query)"
@@ -105,7 +105,8 @@ def check_shared_checkpoint(queries: list[Any], state_dir: Path) -> None:
             (folder / OUTPUTS_FILE).write_text(json.dumps(names))
 
 
-def _recorded_outputs(folder: Path) -> list[str] | None:
+def recorded_outputs(folder: Path) -> list[str] | None:
+    """The outputs a shared query's checkpoint folder says it writes (None: not one, or not recorded)."""
     try:
         return sorted(json.loads((folder / OUTPUTS_FILE).read_text()))
     except (OSError, ValueError):
