@@ -97,8 +97,16 @@ def test_outputs_that_cannot_share_keep_their_own_queries(tmp_path):
                                        "congestion": "console:"}))
     assert {q.output.name: q.name for q in plan.queries} == {
         "windows": "fleet_shared", "alerts": "fleet_shared", "sliding": "fleet_sliding", "congestion": "fleet_congestion"}
-    assert any("sliding: sink parquet: starts a query of its own" in n and "congestion: update mode" in n
-               for n in plan.notes)
+    assert "--one-query: windows, alerts share one query, fleet_shared" in plan.notes
+    assert ("--one-query: sliding, congestion keep queries of their own (sliding: sink parquet: starts a query of "
+            "its own; congestion: update mode)") in plan.notes
+
+
+def test_a_single_output_that_can_share_still_joins(tmp_path):
+    plan = plan_run(RunSettings(job="fleet", state_dir=str(tmp_path), one_query=True,
+                                sinks={"windows": "console:", "sliding": f"parquet:{tmp_path}/s"}))
+    assert {q.output.name: q.name for q in plan.queries} == {"windows": "fleet_shared", "sliding": "fleet_sliding"}
+    assert "--one-query: sliding keeps a query of its own (sliding: sink parquet: starts a query of its own)" in plan.notes
 
 
 def test_a_resume_that_changes_the_shared_outputs_is_refused(tmp_path):
@@ -110,8 +118,10 @@ def test_a_resume_that_changes_the_shared_outputs_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"wrote outputs alerts, windows; this run would share alerts, dead-letters, "
                                           r"windows: select the same outputs"):
         prepare_state(plan_run(settings(tmp_path, ("windows", "alerts", "dead-letters"))))
-    with pytest.raises(ConfigError, match=r"this run would share none \(no --one-query\)"):
+    with pytest.raises(ConfigError, match=r"this run would share none: select the same outputs with --one-query"):
         prepare_state(plan_run(settings(tmp_path, ("windows", "alerts"), one_query=False)))
+    with pytest.raises(ConfigError, match=r"this run would share windows: select the same outputs"):
+        prepare_state(plan_run(settings(tmp_path, ("windows",))))
     prepare_state(plan_run(settings(tmp_path, ("alerts", "windows"))))  # the same outputs, in any order
 
 

@@ -17,6 +17,8 @@ from speedlayer.cli.console import err, out
 from speedlayer.runtime.settings import build_settings, load_yaml, output_modes, pairs
 
 _O = typer.Option
+ONE_QUERY_HELP = ("write the outputs in append mode whose sinks are console:, databases or redis: from one shared query "
+                  "(<job>_shared), which reads each batch once; the others keep queries of their own")
 
 
 def run_command(
@@ -39,7 +41,7 @@ def run_command(
     state_dir: str | None = _O(None, "--state-dir", help="checkpoints live here; a restart resumes from it"),
     allow_changed_settings: bool | None = _O(None, "--allow-changed-settings",
                                              help="resume from --state-dir even though settings that change results differ"),
-    one_query: bool | None = _O(None, "--one-query", help="append outputs to console, database and Redis sinks in one query"),
+    one_query: bool | None = _O(None, "--one-query", help=ONE_QUERY_HELP),
     duration: float | None = _O(None, "--duration", help="stop gracefully after this many seconds"),
     max_events: int | None = _O(None, "--max-events", help="process exactly N generated events, then exit"),
     master: str | None = _O(None, "--master", help="Spark master (default local[*])"),

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from speedlayer.core.errors import SpeedlayerError
 from speedlayer.decode.validate import decode
 from speedlayer.monitor.feed import ResultsFeed
+from speedlayer.runtime.shared import main_readers
 from speedlayer.sinks.console import newest_rows
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def start_tap(run: Run, feed: ResultsFeed) -> Any | None:
     if plan.trigger.continuous or plan.trigger.realtime:
         return None
     try:
-        plan.source.check_plan([q.output.name for q in plan.queries] + ["dashboard"])
+        plan.source.check_plan(main_readers(plan.queries) + ["dashboard"])
     except SpeedlayerError as exc:
         log.warning("speedlayer: the dashboard shows no map or feeds: %s", exc)
         return None

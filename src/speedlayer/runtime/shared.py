@@ -3,14 +3,16 @@
 Each output is otherwise a query of its own, which reads the source and decodes every event
 again. In the shared query the outputs' rows travel side by side: each output's rows sit in a
 struct column of their own (the others' are nulls), the outputs are unioned, and one
-``foreachBatch`` function keeps the micro-batch once and hands each sink its output's rows. The
-source is then read and decoded once per batch, and all outputs see one batch, one watermark and
-one timeline.
+``foreachBatch`` function keeps the micro-batch once and hands each sink its output's rows. All
+outputs see one batch, one watermark and one timeline; the branches that follow the dedup share
+one read and decode of the source (dead letters and late events, which leave before it, read it
+again within the same batch).
 
 An output joins the shared query when its rows are appended, its sink writes micro-batches
-(``Sink.writes_batches``) and it reads only the main stream; the others keep queries of their
-own. The shared query's checkpoint records which outputs it writes: a resume that would change
-them is refused, since the checkpoint's state belongs to that set.
+(``Sink.writes_batches``) and it reads only the main stream, even when it is the only one: what
+``--one-query`` selects does not depend on what else runs. The others keep queries of their own.
+The shared query's checkpoint records which outputs it writes: a resume that would change them
+is refused, since the checkpoint's state belongs to that set.
 """
 
 from __future__ import annotations
@@ -55,20 +57,24 @@ def joins_shared(query: Any) -> str | None:
 
 
 def share_queries(job: str, queries: list[Any], trigger: Trigger, state_dir: Path) -> list[str]:
-    """Put the outputs that can share one query in it (their name and checkpoint become the shared
-    query's); returns the notes a user reads before the run: which outputs stay on their own, and why."""
+    """Put every output that can share the job's query in it (their name and checkpoint become the
+    shared query's); returns the notes a user reads before the run: which outputs share it, which
+    keep queries of their own, and why."""
     if trigger.continuous or trigger.realtime:
         raise ConfigError(f"--one-query runs a micro-batch query (foreachBatch), which {trigger.kind} mode cannot: "
                           "drop --one-query, or use a micro-batch trigger such as processing:1s")
     alone = {q.output.name: why for q in queries if (why := joins_shared(q)) is not None}
     joining = [q for q in queries if q.output.name not in alone]
-    if len(joining) < 2:
-        return [f"--one-query: fewer than two outputs can share a query ({_reasons(alone)}): each runs on its own"]
     for query in joining:
         query.shared = True
         query.name = shared_query_name(job)
         query.checkpoint = state_dir / "checkpoints" / SHARED_CHECKPOINT
-    return [f"--one-query: {', '.join(alone)} keep queries of their own ({_reasons(alone)})"] if alone else []
+    notes = [f"--one-query: {', '.join(q.output.name for q in joining)} share one query, {shared_query_name(job)}"
+             if joining else "--one-query: no output can share a query"]
+    if alone:
+        own = "keeps a query of its own" if len(alone) == 1 else "keep queries of their own"
+        notes.append(f"--one-query: {', '.join(alone)} {own} ({'; '.join(f'{n}: {why}' for n, why in alone.items())})")
+    return notes
 
 
 def main_readers(queries: list[Any]) -> list[str]:
@@ -78,10 +84,6 @@ def main_readers(queries: list[Any]) -> list[str]:
     ['fleet_shared', 'sliding']
     """
     return list(dict.fromkeys(q.name if q.shared else q.output.name for q in queries if not q.output.dead_letters_of))
-
-
-def _reasons(alone: dict[str, str]) -> str:
-    return "; ".join(f"{name}: {why}" for name, why in alone.items()) or "one output selected"
 
 
 def check_shared_checkpoint(queries: list[Any], state_dir: Path) -> None:
@@ -96,7 +98,7 @@ def check_shared_checkpoint(queries: list[Any], state_dir: Path) -> None:
     recorded = recorded_outputs(folder)
     names = sorted(q.output.name for q in shared)
     if recorded is not None and (folder / "offsets").is_dir() and recorded != names:
-        now = ", ".join(names) if names else "none (no --one-query)"
+        now = ", ".join(names) or "none"
         raise ConfigError(f"the shared query in {state_dir} wrote outputs {', '.join(recorded)}; this run would share "
                           f"{now}: select the same outputs with --one-query, or start a new --state-dir")
     if shared and recorded != names:
