@@ -93,8 +93,10 @@ def newest_rows(batch: DataFrame, batch_id: int, job: str, output: str, rows: in
     """The newest ``rows`` of a micro-batch (by its last timestamp column) and its row count, in one
     Spark job. Used by the console sink and the dashboard's feed."""
     time_cols = [f.name for f in batch.schema.fields if f.dataType.typeName() == "timestamp"]
-    ordered = batch.orderBy(F.col(time_cols[-1]).desc()) if time_cols else batch
-    counted = ordered.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
+    # counted first, then ordered: a sort with a limit is one top-N pass, where a sort under the
+    # count's window would sample its input first, running the batch's whole plan twice
+    counted = batch.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
+    counted = counted.orderBy(F.col(time_cols[-1]).desc()) if time_cols else counted
     try:
         found = counted.limit(rows).collect()
     except Exception as exc:  # noqa: BLE001 — a stop mid-batch must reach Spark short (see batches)
