@@ -88,7 +88,7 @@ def main_readers(queries: list[Any]) -> list[str]:
 
 def check_shared_checkpoint(queries: list[Any], state_dir: Path) -> None:
     """Refuse a resume that would move outputs in or out of the shared query; record its outputs."""
-    shared = [q for q in queries if getattr(q, "shared", False)]
+    shared = [q for q in queries if q.shared]
     for query in shared:
         own = state_dir / "checkpoints" / query.output.name
         if (own / "offsets").is_dir():
