@@ -18,7 +18,7 @@ from speedlayer.runtime.settings import build_settings, load_yaml, output_modes,
 
 _O = typer.Option
 ONE_QUERY_HELP = ("write the outputs in append mode whose sinks are console:, databases or redis: from one shared query "
-                  "(<job>_shared), which reads each batch once; the others keep queries of their own")
+                  "(<job>_shared): one batch and one watermark for all of them; the others keep queries of their own")
 
 
 def run_command(
