@@ -50,6 +50,15 @@ def build_outputs(spark, plan: RunPlan, outputs: list[str], batch: bool = False)
     return {name: frames[name] for name in outputs}
 
 
+def writing_per_batch(write: Callable[[Any, int], None], per_batch: Callable[[Any, int], Any]) -> Callable[[Any, int], None]:
+    """A ``foreachBatch`` function that hands ``write`` the output computed from each batch, ``per_batch(batch, batch_id)``.
+
+    >>> writing_per_batch(lambda rows, batch_id: print(rows, batch_id), lambda b, i: b * 2)(21, 0)
+    42 0
+    """
+    return lambda batch, batch_id: write(per_batch(batch, batch_id), batch_id)
+
+
 class PerBatchWriter:
     """A stream writer whose ``foreachBatch`` function receives ``per_batch(batch, batch_id)`` instead of the batch.
 
@@ -60,8 +69,7 @@ class PerBatchWriter:
         self._writer, self._per_batch = writer, per_batch
 
     def foreachBatch(self, write: Callable[[Any, int], None]):  # noqa: N802 — Spark's name
-        per_batch = self._per_batch
-        return self._writer.foreachBatch(lambda batch, batch_id: write(per_batch(batch, batch_id), batch_id))
+        return self._writer.foreachBatch(writing_per_batch(write, self._per_batch))
 
     def __getattr__(self, name: str):
         return getattr(self._writer, name)

@@ -25,7 +25,7 @@ from speedlayer.core.errors import ConfigError, QueryFailedError, SpeedlayerErro
 from speedlayer.core.modes import APPEND
 from speedlayer.monitor.executors import ExecutorWatch, save_report
 from speedlayer.monitor.progress import ProgressTracker
-from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame
+from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame, writing_per_batch
 from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.plan import QueryPlan, RunPlan, pin_at_start, prepare_state
 from speedlayer.runtime.reach import check_reachable, run_places
@@ -191,7 +191,7 @@ class Run:
                 writers[qp.output.name] = qp.sink.batch_function(df.schema, target)
             else:
                 write = qp.sink.batch_function(per_batch_schema_frame(self.spark, df, per_batch).schema, target)
-                writers[qp.output.name] = lambda batch, batch_id, w=write, f=per_batch: w(f(batch, batch_id), batch_id)
+                writers[qp.output.name] = writing_per_batch(write, per_batch)
         first = built[0][0]
         packed = pack_outputs({qp.output.name: df for qp, df, _ in built})
         with session_conf(self.spark, SHARED_QUERY_CONF):

@@ -27,6 +27,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND
 from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.triggers import Trigger
+from speedlayer.sinks.base import Sink
 
 #: the shared query's checkpoint folder, beside the outputs' own (``checkpoints/<output>``)
 SHARED_CHECKPOINT = "_shared"
@@ -49,7 +50,8 @@ def joins_shared(query: Any) -> str | None:
     """Why a planned output (a ``QueryPlan``) keeps a query of its own, or None when it joins the shared one."""
     if query.mode != APPEND:
         return f"{query.mode} mode"
-    if not query.sink.writes_batches:
+    # a sink that writes batches only from a start() of its own (a user's, say) has no batch function
+    if not query.sink.writes_batches or type(query.sink).batch_function is Sink.batch_function:
         return f"sink {query.sink.scheme}: starts a query of its own"
     if query.output.inputs or query.output.dead_letters_of:
         return "it reads a second stream"

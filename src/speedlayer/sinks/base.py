@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,9 +86,10 @@ class Sink(ABC):
     def check_session(self, spark: SparkSession) -> None:
         """Fail before start when the session lacks something this sink needs (e.g. a connector jar)."""
 
-    @abstractmethod
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
-        """Start the query on the prepared writer."""
+        """Start the query on the prepared writer (default: ``foreachBatch`` with ``batch_function``;
+        a sink that starts its own kind of query overrides it)."""
+        return writer.foreachBatch(self.batch_function(df.schema, target)).start()
 
 
 def no_options(uri: Uri, allowed: tuple[str, ...] = ()) -> None:

@@ -86,7 +86,7 @@ class ConsoleSink(Sink):
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
         if target.continuous:
             return writer.format("console").option("numRows", self.rows).option("truncate", "false").start()
-        return writer.foreachBatch(self.batch_function(df.schema, target)).start()
+        return super().start(writer, df, target)
 
 
 def newest_rows(batch: DataFrame, batch_id: int, job: str, output: str, rows: int) -> BatchView:

@@ -36,9 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
-from pyspark.sql import DataFrame
 from pyspark.sql import types as T
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError, SinkError
@@ -315,6 +313,3 @@ class RedisSink(Sink):
         order_by = list(target.key) + ties
         return BatchFunction(RedisConnector(**common, stream=stream, writer=writer, maxlen=self.options.maxlen),
                              prepare=lambda df: df.repartition(1).sortWithinPartitions(*order_by))
-
-    def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
-        return writer.foreachBatch(self.batch_function(df.schema, target)).start()

@@ -24,9 +24,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 from pydantic import Field
-from pyspark.sql import DataFrame
 from pyspark.sql import types as T
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError, SinkError
@@ -314,6 +312,3 @@ class SqlSink(Sink):
         connector = SqlConnector(self.dialect, self.server, table, columns, upsert=target.mode != APPEND,
                                  retry_for_s=self.retry_for_s)
         return BatchFunction(connector, output=target.output, key=target.key, rejected=target.rejected)
-
-    def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
-        return writer.foreachBatch(self.batch_function(df.schema, target)).start()
