@@ -42,9 +42,9 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
-## bench: fleet throughput, speedlayer vs plain PySpark (see docs/benchmarks.md)
+## bench: the whole job against its speed targets and its peers, every figure from one run (~25 min; ARGS=--quick: ~6 min)
 bench: $(VENV)/.installed-dev
-	$(PY) bench/fleet_throughput.py $(ARGS)
+	$(PY) bench/targets.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache spark-warehouse

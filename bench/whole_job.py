@@ -108,11 +108,28 @@ def measure(layout: str, outputs: list[str], rows: int, batches: int, warmup: in
     elapsed = time.perf_counter() - began
     batch_ms = {q.name: statistics.median(p["durationMs"]["triggerExecution"]
                                           for p in q.recentProgress[warmup:warmup + batches]) for q in queries}
+    # how often a batch reads the source: one scan node per read, in every query's last plan
+    scans = sum(q._jsq.streamingQuery().lastExecution().executedPlan().toString().count("MicroBatchScan")
+                for q in queries)
     for q in queries:
         q.stop()
     spark.stop()
     return {"layout": layout, "outputs": outputs, "events_per_s": rows * batches / elapsed,
-            "elapsed_s": elapsed, "median_batch_ms": batch_ms}
+            "elapsed_s": elapsed, "median_batch_ms": batch_ms, "source_reads_per_batch": scans}
+
+
+def run_config(layout: str, config: str, rows: int, batches: int, warmup: int) -> dict:
+    """One configuration (outputs joined by ``+``) in a fresh process: ``measure``'s result.
+
+    >>> run_config("plain", "windows", 20_000, 3, 1)["events_per_s"]  # doctest: +SKIP
+    """
+    cmd = [sys.executable, __file__, "--child", layout, config, "--rows-per-batch", str(rows),
+           "--batches", str(batches), "--warmup", str(warmup)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        raise SystemExit(f"{config} ({layout}) failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+    return json.loads(lines[-1])
 
 
 def main() -> None:
@@ -136,13 +153,7 @@ def main() -> None:
         for layout in args.layouts.split(","):
             if (layout.startswith("one") and "+" not in config) or (layout == "plain" and config != "windows"):
                 continue
-            cmd = [sys.executable, __file__, "--child", layout, config, "--rows-per-batch", str(args.rows_per_batch),
-                   "--batches", str(args.batches), "--warmup", str(args.warmup)]
-            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-            if done.returncode or not lines:
-                raise SystemExit(f"{config} ({layout}) failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
-            result = json.loads(lines[-1])
+            result = run_config(layout, config, args.rows_per_batch, args.batches, args.warmup)
             results.append(result)
             print(f"{layout:<9} {config:<60} {result['events_per_s']:>10,.0f} events/s", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,8 @@ ROOT = PEERS.parents[1]
 VENV = ROOT / ".venv" / "bin"
 PEERS_VENV = ROOT / "bench" / ".peers-venv"
 ENGINES = ("speedlayer", "plain", "python", "bytewax", "flink")
+#: also runnable by name: speedlayer with ``--dedup fast``, to tell the exact dedup's share
+VARIANTS = ("speedlayer-fast",)
 #: what each peer's own venv gets (exact pins; they conflict with pyspark's, hence separate venvs)
 PEER_PACKAGES = {"bytewax": ["bytewax==0.21.1", "orjson==3.13.0"], "flink": ["apache-flink==2.3.0"]}
 GENERATOR = "generator://?seed=7&vehicles=2000&rate=20000&late=0&duplicates=0&malformed=0"
@@ -62,10 +64,10 @@ def ensure_dataset(directory: Path, events: int) -> None:
 
 
 def command(engine: str, dataset: Path, out: Path, tmp: Path, args: argparse.Namespace) -> list[str]:
-    if engine == "speedlayer":
+    if engine in ("speedlayer", "speedlayer-fast"):  # -fast: Spark's own dedup, without the lowest-offset pass
         return [str(VENV / "speedlayer"), "run", "fleet", "--source", f"files://{dataset}?format=json",
                 "--trigger", "available-now", "--sink", f"windows=parquet://{out}", "--state-dir", str(tmp / "state"),
-                "--no-live"]
+                "--no-live", *(["--dedup", "fast"] if engine == "speedlayer-fast" else [])]
     if engine == "plain":
         return [str(VENV / "python"), str(PEERS / "plain_pyspark.py"), str(dataset), str(out)]
     if engine == "python":
@@ -100,7 +102,7 @@ def one_file(dataset: Path) -> Path:
 
 def run_engine(engine: str, dataset: Path, args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f"peer-{engine}-"))
-    out = tmp / ("windows" if engine in ("speedlayer", "plain") else "windows.jsonl")
+    out = tmp / ("windows" if engine in ("speedlayer", "speedlayer-fast", "plain") else "windows.jsonl")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     logs = tmp / "log.txt"
     t0 = time.perf_counter()
@@ -179,7 +181,7 @@ def main() -> None:
     p.add_argument("--dataset", type=Path, default=PEERS / "data" / "fleet-200k")
     p.add_argument("--events", type=int, default=200_000, help="events of the dataset when it is produced")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--engines", default=",".join(ENGINES))
+    p.add_argument("--engines", default=",".join(ENGINES), help=f"of {', '.join(ENGINES + VARIANTS)}")
     p.add_argument("--bytewax-workers", type=int, default=2)
     p.add_argument("--flink-runtime", choices=("streaming", "batch"), default="streaming")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "peers.json")
@@ -188,6 +190,8 @@ def main() -> None:
         setup()
         return
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if unknown := set(engines) - set(ENGINES) - set(VARIANTS):
+        raise SystemExit(f"--engines: unknown {', '.join(sorted(unknown))}; choose from {', '.join(ENGINES + VARIANTS)}")
     dataset = args.dataset.resolve()
     ensure_dataset(dataset, args.events)
     events = sum(1 for _ in read_lines(input_files(dataset)))
