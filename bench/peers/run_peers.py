@@ -178,9 +178,10 @@ def compare(windows: dict, reference: dict, closed_ms: int) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--setup", action="store_true", help="create the peers' venvs under bench/.peers-venv and exit")
-    p.add_argument("--dataset", type=Path, default=PEERS / "data" / "fleet-200k")
-    p.add_argument("--events", type=int, default=200_000, help="events of the dataset when it is produced")
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--dataset", type=Path, default=PEERS / "data" / "fleet-200k",
+                   help="directory of JSON-lines files, produced when missing (an existing one is reused as it is)")
+    p.add_argument("--events", type=int, default=200_000, help="events of the dataset when it is produced (default 200,000)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds, each running every engine once (default 3)")
     p.add_argument("--engines", default=",".join(ENGINES), help=f"of {', '.join(ENGINES + VARIANTS)}")
     p.add_argument("--bytewax-workers", type=int, default=2)
     p.add_argument("--flink-runtime", choices=("streaming", "batch"), default="streaming")
