@@ -53,6 +53,15 @@ STEADY_S = 30
 GOALS = {"whole_job": 0.5, "bounded": 0.95, "latency_s": 2.0}
 
 
+def median_ratio(ours: list[float], theirs: list[float]) -> float:
+    """The median of per-round ratios ``ours[i] / theirs[i]`` (each round ran both sides back to back).
+
+    >>> median_ratio([2.0, 3.0, 9.0], [1.0, 2.0, 3.0])
+    2.0
+    """
+    return statistics.median(a / b for a, b in zip(ours, theirs))
+
+
 def whole_job(rounds: int, rows: int, batches: int, warmup: int) -> dict:
     """Rounds of plain windows, the seven in one query and the seven as a query each."""
     runs: dict[str, list[dict]] = {"plain": [], "one": [], "separate": []}
@@ -62,8 +71,8 @@ def whole_job(rounds: int, rows: int, batches: int, warmup: int) -> dict:
             runs[layout].append(r)
             print(f"  whole-job round {i} {layout:<9} {r['events_per_s']:>9,.0f} events/s, "
                   f"{r['source_reads_per_batch']} source reads a batch", flush=True)
-    ratio = {layout: statistics.median(r["events_per_s"] / p["events_per_s"] for r, p in zip(runs[layout], runs["plain"]))
-             for layout in ("one", "separate")}
+    speed = {layout: [r["events_per_s"] for r in rs] for layout, rs in runs.items()}
+    ratio = {layout: median_ratio(speed[layout], speed["plain"]) for layout in ("one", "separate")}
     return {"rows_per_batch": rows, "batches": batches, "warmup": warmup, "runs": runs,
             "events_per_s": {k: statistics.median(r["events_per_s"] for r in v) for k, v in runs.items()},
             "source_reads_per_batch": {k: v[0]["source_reads_per_batch"] for k, v in runs.items()},
@@ -84,10 +93,10 @@ def bounded(rounds: int, events: int, peers: bool, out_dir: Path) -> dict:
     if len(walls["speedlayer"]) != rounds or len(walls["plain"]) != rounds:
         raise SystemExit("bounded: a speedlayer or plain PySpark run failed: its log's end is printed above")
 
-    def speed(engine: str, against: str) -> float | None:  # median per-round ratio of wall times, > 1: faster
+    def speed(engine: str, against: str) -> float | None:  # > 1: ``engine`` ran faster
         if len(walls[engine]) != rounds or len(walls[against]) != rounds:
             return None
-        return statistics.median(a / e for e, a in zip(walls[engine], walls[against]))
+        return median_ratio(walls[against], walls[engine])
 
     return {"events": result["events"], "rounds": rounds, "summary": result["summary"], "wall_s": walls,
             "against_plain": {e: speed(e, "plain") for e in ("speedlayer", "speedlayer-fast")},

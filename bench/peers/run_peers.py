@@ -37,6 +37,8 @@ PEERS_VENV = ROOT / "bench" / ".peers-venv"
 ENGINES = ("speedlayer", "plain", "python", "bytewax", "flink")
 #: also runnable by name: speedlayer with ``--dedup fast``, to tell the exact dedup's share
 VARIANTS = ("speedlayer-fast",)
+#: the Spark engines, which write their windows as a Parquet directory (the others as JSON lines)
+SPARK_ENGINES = ("speedlayer", "speedlayer-fast", "plain")
 #: what each peer's own venv gets (exact pins; they conflict with pyspark's, hence separate venvs)
 PEER_PACKAGES = {"bytewax": ["bytewax==0.21.1", "orjson==3.13.0"], "flink": ["apache-flink==2.3.0"]}
 GENERATOR = "generator://?seed=7&vehicles=2000&rate=20000&late=0&duplicates=0&malformed=0"
@@ -102,7 +104,7 @@ def one_file(dataset: Path) -> Path:
 
 def run_engine(engine: str, dataset: Path, args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f"peer-{engine}-"))
-    out = tmp / ("windows" if engine in ("speedlayer", "speedlayer-fast", "plain") else "windows.jsonl")
+    out = tmp / ("windows" if engine in SPARK_ENGINES else "windows.jsonl")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     logs = tmp / "log.txt"
     t0 = time.perf_counter()

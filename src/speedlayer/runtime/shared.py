@@ -9,7 +9,7 @@ one read and decode of the source (dead letters and late events, which leave bef
 again within the same batch).
 
 An output joins the shared query when its rows are appended, its sink writes micro-batches
-(``Sink.writes_batches``) and it reads only the main stream, even when it is the only one: what
+(``Sink.has_batch_function``) and it reads only the main stream, even when it is the only one: what
 ``--one-query`` selects does not depend on what else runs. The others keep queries of their own.
 The shared query's checkpoint records which outputs it writes: a resume that would change them
 is refused, since the checkpoint's state belongs to that set.
@@ -27,7 +27,6 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND
 from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.triggers import Trigger
-from speedlayer.sinks.base import Sink
 
 #: the shared query's checkpoint folder, beside the outputs' own (``checkpoints/<output>``)
 SHARED_CHECKPOINT = "_shared"
@@ -50,8 +49,7 @@ def joins_shared(query: Any) -> str | None:
     """Why a planned output (a ``QueryPlan``) keeps a query of its own, or None when it joins the shared one."""
     if query.mode != APPEND:
         return f"{query.mode} mode"
-    # a sink that writes batches only from a start() of its own (a user's, say) has no batch function
-    if not query.sink.writes_batches or type(query.sink).batch_function is Sink.batch_function:
+    if not query.sink.has_batch_function:
         return f"sink {query.sink.scheme}: starts a query of its own"
     if query.output.inputs or query.output.dead_letters_of:
         return "it reads a second stream"

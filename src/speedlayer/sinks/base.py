@@ -70,6 +70,16 @@ class Sink(ABC):
         """The rows this sink writes, from the output's rows (default: unchanged)."""
         return df
 
+    @property
+    def has_batch_function(self) -> bool:
+        """Whether this sink gives its writes as a ``batch_function`` (what a shared query calls), not
+        only through a ``start`` of its own (a user's sink, say).
+
+        >>> ConsoleSink(...).has_batch_function  # doctest: +SKIP
+        True
+        """
+        return self.writes_batches and type(self).batch_function is not Sink.batch_function
+
     def batch_function(self, schema: StructType, target: Target) -> Callable[[DataFrame, int], None]:
         """The ``foreachBatch`` function that writes this output's micro-batches, for a sink that
         ``writes_batches``: the runner calls it once per query (the job's shared query among them).
