@@ -13,34 +13,31 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 # Reinstall only when the project's dependencies change.
-$(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e .
+# constraints.txt pins what the tests run on; pyproject.toml declares the ranges users install within.
+PIP_INSTALL := $(PY) -m pip install --quiet -c constraints.txt
+$(VENV)/.installed: pyproject.toml constraints.txt | $(PY)
+	$(PIP_INSTALL) -e .
 	touch $@
 
 # The tests also install the example package of docs/extending.md (a job, a source and a sink as plug-ins).
 EXAMPLE := examples/acme-speedlayer
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed $(EXAMPLE)/pyproject.toml $(wildcard $(EXAMPLE)/acme_speedlayer/*.py)
-	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet ./$(EXAMPLE)
+$(VENV)/.installed-dev: pyproject.toml constraints.txt $(VENV)/.installed $(EXAMPLE)/pyproject.toml $(wildcard $(EXAMPLE)/acme_speedlayer/*.py)
+	$(PIP_INSTALL) -e '.[dev]'
+	$(PIP_INSTALL) ./$(EXAMPLE)
 	touch $@
 
 ## run: the flagship fleet job on the built-in generator, with a live view and the dashboard (Ctrl-C stops it)
 run: $(VENV)/.installed
 	$(VENV)/bin/speedlayer run fleet --source 'generator://?rate=5000&vehicles=2000&seed=7' --dashboard $(ARGS)
 
-## test: ruff's lint, the docs site (mkdocs --strict: a broken link fails), then the suite and the docstrings' examples (installs Debian's chromium for the browser test when missing)
-test: $(VENV)/.installed-dev chromium
+## test: ruff's lint, the docs site (mkdocs --strict: a broken link fails), then the suite and the docstrings'
+## examples against real servers the suite starts on free ports: PostgreSQL, MariaDB, Redis, a Kafka broker
+## (tests/install_servers.sh installs Debian's packages and Chromium when missing; Maven fetches Kafka's jars once)
+test: $(VENV)/.installed-dev
+	tests/install_servers.sh
 	$(VENV)/bin/ruff check src tests bench examples
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
-
-# The browser test drives Debian's Chromium through Playwright (Playwright's own browsers are never
-# downloaded). Root installs it directly; others through sudo.
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-.PHONY: chromium
-chromium:
-	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+	$(PY) -m tests.servers -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 ## bench: the whole job against its speed targets and its peers, every figure from one run (~25 min; ARGS=--quick: ~6 min)
 bench: $(VENV)/.installed-dev

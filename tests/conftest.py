@@ -16,7 +16,7 @@ TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)  # read by spark-submit, which starts each driver JVM
 #: test modules that start many processes of their own (the standalone cluster, killed runs): under
 #: ``pytest -n 2 --dist loadgroup`` one test process runs them all, one after another
-HEAVY_MODULES = frozenset({"tests/e2e/test_cluster.py", "tests/e2e/test_lost_worker.py",
+HEAVY_MODULES = frozenset({"tests/e2e/test_cluster.py", "tests/e2e/test_lost_worker.py", "tests/e2e/test_kafka_kill.py",
                            "tests/e2e/test_your_own_job.py", "tests/e2e/test_fault_matrix.py"})
 
 
@@ -41,9 +41,11 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
+    from speedlayer.sources.kafka_connector import connector_package
     from speedlayer.testing import local_session
 
-    session = local_session(log_file=tmp_path_factory.mktemp("spark-log") / "spark.log")
+    # Spark's Kafka connector, as a run that reads kafka:// adds it (from Maven's local repository or Maven Central)
+    session = local_session(log_file=tmp_path_factory.mktemp("spark-log") / "spark.log", packages=[connector_package()])
     yield session
     session.stop()
 
@@ -114,6 +116,25 @@ def mysql_url():
     yield f"mysql://root@{servers.MARIADB.host}:{servers.MARIADB.port}/{name}"
     with closing_connection(pymysql.connect(**admin, autocommit=True)) as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture
+def kafka():
+    """Topics on the run's Kafka broker (tests/kafka_topics.py); the ones the test made are deleted after it."""
+    from tests import servers
+    from tests.kafka_topics import KafkaTopics
+
+    servers.ensure(servers.KAFKA)
+    topics = KafkaTopics(f"{servers.KAFKA.host}:{servers.KAFKA.port}")
+    yield topics
+    for name in topics.created:
+        topics.delete(name)
+
+
+@pytest.fixture
+def kafka_topic(kafka):
+    """(bootstrap servers, topic): a new topic of two partitions on the run's Kafka broker."""
+    return kafka.bootstrap, kafka.create()
 
 
 def closing_connection(conn):

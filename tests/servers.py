@@ -1,59 +1,57 @@
-"""Real servers for the tests: find them on loopback, start them when they are down.
+"""Real servers for the tests, shared by every test of a run, each on a free loopback port.
 
-Under ``CI=true`` a server that cannot be reached or started is a test failure; elsewhere the
-tests that need it are skipped with the reason. Each test gets its own database / key prefix.
+``python -m tests.servers -- COMMAND`` (what ``make test`` runs) starts PostgreSQL, MariaDB, Redis and
+a Kafka broker of their own (tests/local_servers.py), runs COMMAND with their ports in its
+environment, and stops them. A test process started without them (``pytest tests/sinks`` by hand)
+starts the ones it needs itself, on first use, and they end with it.
+
+Under ``CI=true`` a server that cannot be had is a test failure; elsewhere the tests that need it are
+skipped with the reason. Each test gets its own database, key prefix or topic.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
-import shutil
-import socket
 import subprocess
-import tempfile
-import time
+import sys
+import threading
 import uuid
-from contextlib import closing
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from speedlayer.testing.cluster import free_port  # noqa: F401 — tests take it from here too
+from tests import local_servers
+from tests.local_servers import port_open  # noqa: F401 — tests take it from here too
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
 class Service:
     name: str
-    host: str
-    port: int
-    #: the commands that start it on this machine kind (Debian packages), tried in order
-    start: tuple[tuple[str, ...], ...]
+    #: the class that starts one (tests/local_servers.py)
+    server: type[local_servers.LocalServer]
+    host: str = "127.0.0.1"
+
+    @property
+    def env(self) -> str:
+        """The variable that holds its port for every process of the run (pytest's workers, CLI runs)."""
+        return f"SPEEDLAYER_TEST_{self.server.__name__.upper()}_PORT"
+
+    @property
+    def port(self) -> int:
+        ensure(self)
+        return int(os.environ[self.env])
 
 
-def _pg_start() -> tuple[str, ...]:
-    versions = sorted(os.listdir("/etc/postgresql")) if os.path.isdir("/etc/postgresql") else []
-    return ("pg_ctlcluster", "--skip-systemctl-redirect", versions[-1] if versions else "15", "main", "start")
-
-
-REDIS = Service("Redis", "127.0.0.1", 6379, (
-    ("redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",
-     "--appendonly", "no", "--dir", tempfile.gettempdir()),
-))
-POSTGRES = Service("PostgreSQL", "127.0.0.1", 5432, (_pg_start(),))
-MARIADB = Service("MariaDB", "127.0.0.1", 3306, (
-    ("start-stop-daemon", "--start", "--oknodo", "--background", "--exec", "/usr/sbin/mariadbd"),
-))
-
-
-def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    try:
-        with closing(socket.create_connection((host, port), timeout=timeout)):
-            return True
-    except OSError:
-        return False
+REDIS = Service("Redis", local_servers.Redis)
+POSTGRES = Service("PostgreSQL", local_servers.Postgres)
+MARIADB = Service("MariaDB", local_servers.MariaDb)
+KAFKA = Service("Kafka", local_servers.Kafka)
+ALL = (POSTGRES, MARIADB, REDIS, KAFKA)
 
 
 def unavailable(reason: str) -> None:
@@ -63,31 +61,31 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def ensure(service: Service, wait_s: float = 30.0) -> None:
-    """Make sure ``service`` answers on its port, starting it if it is down."""
-    if port_open(service.host, service.port):
-        return
-    tried = []
-    for command in service.start:
-        if shutil.which(command[0]) is None:
-            tried.append(f"{command[0]} not installed")
-            continue
-        result = subprocess.run(command, capture_output=True, text=True)
-        tried.append(f"{' '.join(command[:2])}: rc {result.returncode}")
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if port_open(service.host, service.port):
-                return
-            time.sleep(0.3)
-    unavailable(f"{service.name} is not running on {service.host}:{service.port} and could not be started ({'; '.join(tried)})")
+def _start(service: Service) -> local_servers.LocalServer:
+    server = service.server().start()
+    atexit.register(server.stop)
+    os.environ[service.env] = str(server.port)
+    return server
+
+
+def ensure(service: Service) -> None:
+    """Make sure ``service`` answers on loopback: the run's own, or one this process starts now."""
+    with _lock:
+        port = os.environ.get(service.env)
+        if port and port_open(service.host, int(port)):
+            return
+        try:
+            _start(service)
+        except local_servers.ServerError as exc:
+            unavailable(str(exc))
 
 
 def unique_name(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
 
 
-class RedisServer:
-    """A dedicated redis-server on a free port with its own directory (for durability tests).
+class RedisServer(local_servers.Redis):
+    """A dedicated redis-server (for durability tests), append-only by default.
 
     ``restart()`` shuts it down the way an operator does (``SHUTDOWN``: the append-only file is
     synced) and starts it again on the same port with the same directory, so it reloads its data.
@@ -96,71 +94,35 @@ class RedisServer:
     """
 
     def __init__(self, appendonly: bool = True, appendfsync: str = "everysec"):
-        self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="speedlayer-redis-"))
-        self.appendonly, self.appendfsync = appendonly, appendfsync
-        self.process: subprocess.Popen | None = None
+        super().__init__(appendonly, appendfsync)
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> RedisServer:
-        if shutil.which("redis-server") is None:
-            unavailable("redis-server is not installed (Debian package redis-server)")
-        self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.dir),
-             "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", self.appendfsync, "--save", ""],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 15
-        while not self._answers():
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                self.stop()
-                unavailable(f"a dedicated redis-server did not start on port {self.port}")
-            time.sleep(0.1)
-        return self
-
-    def _client(self):
-        """A client that tries once (redis-py would otherwise retry a command the server closed on)."""
-        import redis
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
-
-    def _answers(self) -> bool:
-        """Whether the server answers PING (not only listens: it refuses commands while loading its data)."""
-        import redis
-
-        client = self._client()
+    def start(self, fresh: bool = True) -> RedisServer:
         try:
-            return bool(client.ping())
-        except redis.RedisError:
-            return False
-        finally:
-            client.close()
+            return super().start(fresh)
+        except local_servers.ServerError as exc:
+            unavailable(str(exc))
 
-    def restart(self) -> None:
-        """SHUTDOWN (the server syncs its append-only file and exits), then start again: same port, same directory."""
-        assert self.process is not None
-        client = self._client()
-        client.shutdown()
-        client.close()
-        self.process.wait(15)
-        self.start()
 
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def main(argv: list[str]) -> int:
+    """Start every server, run ``argv`` (after ``--``) with their ports in its environment, stop them."""
+    command = argv[argv.index("--") + 1:] if "--" in argv else argv
+    def start(service: Service):
+        try:
+            return service, service.server().start()
+        except local_servers.ServerError as exc:  # the tests that need it fail (CI) or skip with this line
+            print(f"test servers: {exc}", file=sys.stderr)
+            return service, None
 
-    def __enter__(self) -> RedisServer:
-        return self.start()
+    # One after another, from this thread: a server dies with the thread that started it.
+    started = [(s, server) for s, server in map(start, ALL) if server is not None]
+    try:
+        env = {**os.environ, **{service.env: str(server.port) for service, server in started}}
+        print("test servers: " + ", ".join(f"{s.name} on {s.host}:{server.port}" for s, server in started), flush=True)
+        return subprocess.call(command, env=env)
+    finally:
+        for _, server in started:
+            server.stop()
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

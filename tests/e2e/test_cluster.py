@@ -8,6 +8,7 @@ database sink, with a worker lost mid-run, against the plain-Python oracle (``te
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -84,3 +85,24 @@ def test_a_state_dir_that_only_the_driver_sees_is_refused_before_start(cluster, 
     assert len(error) == 1 and "error: an executor on " in error[0], result.stderr[-3000:]
     assert f" cannot see: --state-dir {private / 'state'}; " in error[0] and "shared storage" in error[0]
     assert not list(private.iterdir()), "the driver's private directory leaked to the executors' view"
+
+
+def test_a_kafka_source_is_read_by_executors_that_got_the_connector_from_the_run(cluster, cluster_env, kafka, tmp_path):
+    """Nothing on the workers holds Spark's Kafka connector: the run adds it (``spark.jars.packages``) and
+    Spark hands it to the executors, which read the topic; the alerts are written exactly once."""
+    from datetime import datetime, timezone
+
+    from tests import oracle
+
+    source, alerts = kafka.create(prefix="fastcars"), kafka.create(prefix="alerts")
+    payloads = [{"event_id": f"e{i}", "vehicle_id": f"V{i % 5}", "event_time": "2026-11-01T10:00:00Z",
+                 "speed_kmh": 20.0 + i, "lat": 52.52, "lon": 13.40} for i in range(200)]
+    kafka.produce(source, [(p["vehicle_id"], json.dumps(p)) for p in payloads])
+    output = run_ok(["run", "fleet", "--source", f"kafka://{kafka.bootstrap}/{source}?startingOffsets=earliest",
+                     "--sink", f"alerts=kafka://{kafka.bootstrap}/{alerts}", "--trigger", "available-now",
+                     "--state-dir", str(tmp_path / "state"), "--master", cluster.url, "--spark-ui", "off", "--no-live"],
+                    tmp_path, "kafka")
+    assert "adding org.apache.spark:spark-sql-kafka-0-10_2.13:" in output
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    expected = oracle.alerts([oracle.parse(json.dumps(p), now) for p in payloads])
+    assert expected and sorted(r.key for r in kafka.read(alerts)) == sorted(expected)

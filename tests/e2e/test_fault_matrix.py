@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from speedlayer.core.faults import DIR_ENV, ENV
-from tests import oracle
+from tests import oracle, servers
 from tests.e2e.checks import (
     check_alerts,
     check_congestion,
@@ -85,8 +85,9 @@ def test_sigkill_at_every_phase_loses_and_repeats_nothing_in_any_sink(spark, str
         "sliding": f"{redis_base}?prefix={prefix}:sl",
         "congestion": f"parquet:{tmp_path / 'out' / 'congestion'}",
     }
-    hooked = {"windows": "PostgreSQL", "alerts": "MySQL", "dead-letters": f"Redis_at_127.0.0.1_6379_0_{prefix}_dl",
-              "sliding": f"Redis_at_127.0.0.1_6379_0_{prefix}_sl"}
+    redis_at = f"Redis_at_{servers.REDIS.host}_{servers.REDIS.port}_0"
+    hooked = {"windows": "PostgreSQL", "alerts": "MySQL", "dead-letters": f"{redis_at}_{prefix}_dl",
+              "sliding": f"{redis_at}_{prefix}_sl"}
     args = ["run", "fleet", "--source", f"{stream}&max_records_per_trigger={PER_TRIGGER}",
             *(a for output, uri in sinks.items() for a in ("--sink", f"{output}={uri}")),
             "--output-mode", "congestion=append", "--state-dir", str(tmp_path / "state"),

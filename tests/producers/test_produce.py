@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pyspark.sql import functions as F
 
@@ -157,3 +159,23 @@ def test_ride_requests_are_produced_as_the_generator_makes_them(spark, tmp_path)
 def test_an_unknown_kind_is_refused():
     with pytest.raises(ConfigError, match="--kind 'bikes' is not a kind the generator makes: choose one of vehicles"):
         plan_produce(ProduceSettings(to="files:///tmp/unused", kind="bikes"))
+
+
+@pytest.mark.slow
+def test_cli_produces_to_a_new_kafka_topic_keyed_by_vehicle_over_its_partitions(run_cli, kafka):
+    import uuid
+
+    topic = f"fastcars_{uuid.uuid4().hex[:8]}"
+    kafka.created.append(topic)  # deleted after the test
+    result = run_cli("produce", "--to", f"kafka://{kafka.bootstrap}/{topic}?partitions=3", "--max-events", "600",
+                     "--rate", "0", "--seed", "7", "--start", START, "--generator", "generator://?vehicles=40&late=0",
+                     "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert f"to Kafka topic {topic} at {kafka.bootstrap} (created with 3 partitions)" in result.stdout
+    records = kafka.read(topic)
+    assert len(records) == 600 and {r.partition for r in records} == {0, 1, 2}
+    by_vehicle = {}
+    for r in records:  # every event of a vehicle in one partition, keyed by the vehicle's id
+        assert json.loads(r.value)["vehicle_id"] == r.key
+        by_vehicle.setdefault(r.key, set()).add(r.partition)
+    assert all(len(parts) == 1 for parts in by_vehicle.values())

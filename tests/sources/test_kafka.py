@@ -1,10 +1,5 @@
-"""kafka:// — URI and options checked before start, the missing connector named exactly, reads through Spark's connector.
-
-The read tests need Spark's Kafka connector in the session and a broker on localhost:9092; without
-them they skip, saying which is missing (the only tests allowed to skip under CI=true: the
-connector cannot be downloaded here). To run them, give the test session the connector, e.g.
-``PYSPARK_SUBMIT_ARGS="--packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0 pyspark-shell"``.
-"""
+"""kafka:// — URI and options checked before start, the missing connector named exactly, reads through
+Spark's connector from the suite's own Kafka broker (tests/local_servers.py)."""
 
 import json
 import uuid
@@ -17,10 +12,9 @@ from speedlayer.core.uris import Uri
 from speedlayer.decode.validate import decode
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.settings import RunSettings
-from speedlayer.sources import kafka, open_source
-from tests.servers import free_port, port_open
-
-BROKER = ("localhost", 9092)
+from speedlayer.sources import kafka as kafka_source
+from speedlayer.sources import kafka_connector, open_source
+from tests.servers import free_port
 
 
 def test_uri_and_options_become_spark_options():
@@ -43,7 +37,7 @@ def test_defaults_port_and_snake_case_spellings():
 def test_several_brokers():
     # parse_uri cannot take a comma-separated netloc yet, so the Uri is built by hand here.
     text = "kafka://k1:9092,k2:9093/t"
-    source = kafka.KafkaSource(Uri(text=text, scheme="kafka", host="k1", port=None, path="/t"))
+    source = kafka_source.KafkaSource(Uri(text=text, scheme="kafka", host="k1", port=None, path="/t"))
     assert source.spark_options()["kafka.bootstrap.servers"] == "k1:9092,k2:9093"
 
 
@@ -91,7 +85,7 @@ def test_missing_connector_names_exactly_what_to_add(spark, monkeypatch):
     import pyspark
 
     # Look up a data source that surely is absent, so this runs whether or not the connector is installed.
-    monkeypatch.setattr(kafka, "DATA_SOURCE", f"kafka-absent-{uuid.uuid4().hex[:6]}")
+    monkeypatch.setattr(kafka_connector, "DATA_SOURCE", f"kafka-absent-{uuid.uuid4().hex[:6]}")
     with pytest.raises(EnvironmentProblem) as err:
         open_source("kafka://localhost:9092/t").check_session(spark)
     message = str(err.value)
@@ -100,36 +94,39 @@ def test_missing_connector_names_exactly_what_to_add(spark, monkeypatch):
     assert f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar" in message and "kafka-clients" in message
 
 
-def test_this_session_is_told_about_the_connector(spark):
-    present = kafka.connector_present(spark)
-    assert present in (True, False)
-    if not present:
-        with pytest.raises(EnvironmentProblem, match="Kafka connector is not in this Spark session"):
-            open_source("kafka://localhost:9092/t").check_session(spark)
+def test_the_test_session_has_the_connector_as_a_run_adds_it(spark):
+    assert kafka_connector.connector_present(spark) is True
+    open_source("kafka://localhost:9092/t").check_session(spark)
 
 
-# --- reads through Spark's connector (skip without connector or broker) ------------------------
+def test_a_kafka_run_asks_for_the_connector_of_this_pyspark():
+    import pyspark
+
+    p = plan_run(RunSettings(job="fleet", source="kafka://localhost:9092/t", sinks={"alerts": "kafka://localhost:9092/a"}))
+    assert p.spark_packages() == [f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"]
+    assert plan_run(RunSettings(job="fleet")).spark_packages() == []
+
+
+# --- reads through Spark's connector from the suite's broker ------------------------------------
 
 @pytest.fixture
-def topic(spark):
-    if not kafka.connector_present(spark):
-        pytest.skip(f"Spark's Kafka connector is not in the test session: add {kafka.connector_hint()}")
-    if not port_open(*BROKER):
-        pytest.skip(f"no Kafka broker on {BROKER[0]}:{BROKER[1]}")
+def topic(kafka_topic):
+    """A topic holding one good event and one malformed record, both in partition 0."""
     from confluent_kafka import Producer
 
-    name = f"speedlayer-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": f"{BROKER[0]}:{BROKER[1]}"})
+    bootstrap, name = kafka_topic
+    producer = Producer({"bootstrap.servers": bootstrap})
     good = {"event_id": "a", "vehicle_id": "V1", "event_time": "2026-11-01T10:00:01Z", "speed_kmh": 40.0,
             "lat": 52.6, "lon": 13.1}
-    producer.produce(name, key=b"V1", value=json.dumps(good).encode())
-    producer.produce(name, key=b"V2", value=b"{not json")
-    producer.flush(30)
-    return name
+    producer.produce(name, key=b"V1", value=json.dumps(good).encode(), partition=0)
+    producer.produce(name, key=b"V2", value=b"{not json", partition=0)
+    assert producer.flush(30) == 0
+    return bootstrap, name
 
 
 def test_records_are_read_and_decoded(spark, topic, tmp_path):
-    source = open_source(f"kafka://{BROKER[0]}:{BROKER[1]}/{topic}?startingOffsets=earliest")
+    bootstrap, name = topic
+    source = open_source(f"kafka://{bootstrap}/{name}?startingOffsets=earliest")
     raw = source.read_stream(spark)
     assert [(f.name, f.dataType) for f in raw.schema] == [(f.name, f.dataType) for f in RAW_SCHEMA]
     query = (raw.writeStream.format("memory").queryName("kafka_raw").trigger(availableNow=True)
@@ -149,7 +146,7 @@ def test_the_runner_checks_the_connector_before_any_query(spark, monkeypatch, tm
 
     from speedlayer.runtime.run import Run
 
-    monkeypatch.setattr(kafka, "DATA_SOURCE", f"kafka-absent-{uuid.uuid4().hex[:6]}")
+    monkeypatch.setattr(kafka_connector, "DATA_SOURCE", f"kafka-absent-{uuid.uuid4().hex[:6]}")
     with socket.create_server(("127.0.0.1", 0)) as listener:  # answers the broker probe, nothing more
         port = listener.getsockname()[1]
         run = Run(spark, plan_run(RunSettings(job="fleet", source=f"kafka://127.0.0.1:{port}/t",
@@ -157,3 +154,103 @@ def test_the_runner_checks_the_connector_before_any_query(spark, monkeypatch, tm
         with pytest.raises(EnvironmentProblem, match="spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13"):
             run.start()
     assert run.queries == [] and not spark.streams.active
+
+
+def test_each_committed_batch_reaches_a_consumer_group_and_metrics_show_lag_per_partition(spark, kafka, tmp_path,
+                                                                                         run_cli):
+    from confluent_kafka import Consumer, TopicPartition
+    from prometheus_client import generate_latest
+
+    from speedlayer.monitor.prometheus import metrics_registry
+    from speedlayer.runtime.run import Run
+
+    topic = kafka.create(partitions=2)
+    events = [json.dumps({"event_id": f"e{i}", "vehicle_id": f"V{i % 7}", "event_time": "2026-11-01T10:00:01Z",
+                          "speed_kmh": 40.0, "lat": 52.6, "lon": 13.1}) for i in range(60)]
+    kafka.produce(topic, [(f"V{i % 7}", e) for i, e in enumerate(events[:40])], partition=0)
+    kafka.produce(topic, [(f"V{i % 7}", e) for i, e in enumerate(events[40:])], partition=1)
+    run = Run(spark, plan_run(RunSettings(
+        job="fleet", source=f"kafka://{kafka.bootstrap}/{topic}?startingOffsets=earliest&maxOffsetsPerTrigger=25",
+        sinks={"alerts": f"memory:lag_{uuid.uuid4().hex[:6]}"}, trigger="available-now", state_dir=str(tmp_path / "st"))))
+    run.start_and_wait()
+    [query] = [qp.name for qp in run.plan.queries]
+
+    group = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": kafka_source.lag_group(query)})
+    try:
+        committed = group.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+    finally:
+        group.close()
+    assert [(tp.partition, tp.offset) for tp in committed] == [(0, 40), (1, 20)]
+
+    kafka.produce(topic, [("V1", events[0])] * 3, partition=1)  # three more, not read: Spark's latest offsets
+    run.tracker.record({**run.tracker.get(query).history[-1],
+                        "sources": [{**run.tracker.get(query).sources[0],
+                                     "latestOffset": {topic: {"0": 40, "1": 23}}}]})
+    text = generate_latest(metrics_registry("fleet", run.tracker)).decode()
+    assert f'speedlayer_source_partition_lag_entries{{job="fleet",partition="1",query="{query}",topic="{topic}"}} 3.0' in text
+    assert f'speedlayer_source_partition_lag_entries{{job="fleet",partition="0",query="{query}",topic="{topic}"}} 0.0' in text
+    from speedlayer.monitor.dashboard import run_state
+
+    [shown] = run_state(run, None)["queries"]  # what the dashboard's source lag tile lists
+    assert shown["partition_lag"] == {f"{topic}/0": 0, f"{topic}/1": 3}
+    status = run_cli("status", "--state-dir", str(tmp_path / "st"), "--no-operators")
+    assert status.returncode == 0, status.stderr
+    assert f"Kafka lag (records beyond the last committed batch): {topic}/0 0, {topic}/1 3" in status.stdout
+
+
+def _pings(n: int, start: int = 0) -> list[tuple[str, str]]:
+    return [(f"V{i % 3}", json.dumps({"event_id": f"e{i}", "vehicle_id": f"V{i % 3}", "event_time": "2026-11-01T10:00:01Z",
+                                      "speed_kmh": 140.0, "lat": 52.6, "lon": 13.1})) for i in range(start, start + n)]
+
+
+def _alert_ids(spark, path) -> list[str]:
+    return sorted(r.event_id for r in spark.read.parquet(str(path)).select("event_id").collect())
+
+
+def test_records_deleted_before_they_were_read_are_named_and_the_loss_can_be_accepted(spark, kafka, tmp_path):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from speedlayer.core.errors import QueryFailedError
+    from speedlayer.runtime.run import Run
+
+    topic = kafka.create(partitions=1)
+    kafka.produce(topic, _pings(10))
+    uri = f"kafka://{kafka.bootstrap}/{topic}?startingOffsets=earliest"
+
+    def run(source: str) -> None:
+        Run(spark, plan_run(RunSettings(job="fleet", source=source, sinks={"alerts": f"parquet:{tmp_path / 'out'}"},
+                                        trigger="available-now", state_dir=str(tmp_path / "st"),
+                                        allow_changed_settings=True))).start_and_wait()
+
+    run(uri)
+    kafka.produce(topic, _pings(30, 10))
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, 0, 30)]).values():  # retention took 10..29 unread
+        future.result(30)
+    with pytest.raises(QueryFailedError) as err:
+        run(uri)
+    message = str(err.value)
+    assert f"Kafka topic {topic} partition 0: records at offsets 10 to 39 were deleted before this run read them" in message
+    assert "add failOnDataLoss=false to the kafka:// URI and run again with --allow-changed-settings" in message
+    assert "\n" not in message
+    run(uri + "&failOnDataLoss=false")  # accepted: what is still there is read, once
+    assert _alert_ids(spark, tmp_path / "out") == sorted([f"e{i}" for i in range(10)] + [f"e{i}" for i in range(30, 40)])
+
+
+def test_a_topic_deleted_and_recreated_under_a_run_is_named(spark, kafka, tmp_path):
+    from speedlayer.core.errors import QueryFailedError
+    from speedlayer.runtime.run import Run
+
+    topic = kafka.create(partitions=1)
+    kafka.produce(topic, _pings(40))
+    settings = RunSettings(job="fleet", source=f"kafka://{kafka.bootstrap}/{topic}?startingOffsets=earliest",
+                           sinks={"alerts": f"parquet:{tmp_path / 'out'}"}, trigger="available-now",
+                           state_dir=str(tmp_path / "st"))
+    Run(spark, plan_run(settings)).start_and_wait()
+    kafka.delete(topic)
+    kafka.recreate(topic, partitions=1)
+    kafka.produce(topic, _pings(5, 100))
+    with pytest.raises(QueryFailedError, match=f"Kafka topic {topic} partition 0 now ends at offset 5, before offset 40 "
+                                               "this run had read up to: the topic was deleted and recreated"):
+        Run(spark, plan_run(settings)).start_and_wait()

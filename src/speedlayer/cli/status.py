@@ -18,7 +18,7 @@ def status_command(
     from pathlib import Path
 
     from speedlayer.monitor.executors import status_lines
-    from speedlayer.monitor.status import add_operators, compact, find_checkpoints, iso
+    from speedlayer.monitor.status import add_operators, compact, find_checkpoints, iso, kafka_lag
 
     statuses = find_checkpoints(Path(state_dir))
     if operators and any(s.stateful for s in statuses):
@@ -31,12 +31,16 @@ def status_command(
             add_operators(spark, statuses)
         finally:
             spark.stop()
+    lags = kafka_lag(Path(state_dir), statuses)
     for s in statuses:
         committed = "none" if s.last_committed is None else str(s.last_committed)
         pending = f" (batch {s.last_planned} planned, not committed)" if s.last_planned != s.last_committed else ""
         out.print(f"{s.name}: last committed batch {committed}{pending}, batch time {iso(s.batch_time_ms) or '-'}, "
                   f"watermark {s.watermark or '-'}", soft_wrap=True, markup=False, highlight=False)
         out.print(f"  offsets: {compact(s.offsets, 400) or '-'}", soft_wrap=True, markup=False, highlight=False)
+        if s.name in lags:
+            out.print(f"  Kafka lag (records beyond the last committed batch): {lags[s.name]}", soft_wrap=True,
+                      markup=False, highlight=False)
         for op in s.operators:
             if "error" in op:
                 out.print(f"  state metadata unavailable: {op['error']}", soft_wrap=True, markup=False)

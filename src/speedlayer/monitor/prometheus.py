@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from speedlayer.monitor.executors import ExecutorWatch
 from speedlayer.monitor.progress import DURATION_BUCKETS, ProgressTracker
+from speedlayer.sources.base import partitions_behind
 
 if TYPE_CHECKING:
     pass
@@ -94,6 +95,8 @@ def _query_families() -> dict[str, Metric]:
         "state_rows": gauge("state_rows", "rows held by a stateful operator", ("operator",)),
         "state_mem": gauge("state_memory_bytes", "memory used by a stateful operator's state store", ("operator",)),
         "source_lag": gauge("source_lag_entries", "entries waiting in the source beyond the last batch"),
+        "partition_lag": gauge("source_partition_lag_entries",
+                               "entries waiting beyond the last batch in each topic partition (Kafka)", ("topic", "partition")),
         "durations": HistogramMetricFamily(f"{PREFIX}_batch_duration_seconds", "duration of micro-batches",
                                            labels=q_labels),
     }
@@ -133,6 +136,9 @@ def _add_latest(f: dict[str, Metric], labels: list[str], q) -> None:
         f["state_mem"].add_metric(labels + [f"{i}:{op.name}"], op.memory_bytes)
     if m.source_lag is not None:
         f["source_lag"].add_metric(labels, m.source_lag)
+    for entry in q.sources:
+        for (topic, partition), behind in sorted(partitions_behind(entry).items()):
+            f["partition_lag"].add_metric(labels + [topic, partition], behind)
 
 
 def metrics_registry(job: str, tracker: ProgressTracker, executors: ExecutorWatch | None = None) -> CollectorRegistry:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.manifest import MANIFEST
 from speedlayer.runtime.shared import SHARED_CHECKPOINT, recorded_outputs
 
 
@@ -127,3 +128,47 @@ def add_operators(spark, statuses: list[CheckpointStatus]) -> None:
 def compact(offsets: list[Any], width: int = 160) -> str:
     text = "; ".join(json.dumps(o, separators=(",", ":")) if not isinstance(o, str) else o for o in offsets)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def kafka_lag(state_dir: Path, statuses: list[CheckpointStatus], timeout_s: float = 5.0) -> dict[str, str]:
+    """Per query, how many records each Kafka partition holds beyond the query's last committed batch, asked
+    of the brokers the run's manifest names (its source). Empty for a run of another source; one line
+    saying why where the brokers cannot be asked.
+    """
+    manifest = Path(state_dir) / MANIFEST
+    try:
+        source = json.loads(manifest.read_text())["settings"]["source"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    if not str(source).startswith("kafka://"):
+        return {}
+    committed = {s.name: {(topic, int(part)): int(off) for entry in s.offsets if isinstance(entry, dict)
+                          for topic, parts in entry.items() if isinstance(parts, dict) for part, off in parts.items()}
+                 for s in statuses}
+    try:
+        from speedlayer.core.uris import parse_uri
+        from speedlayer.sources.kafka import kafka_client, parse_brokers, quiet
+
+        kafka = kafka_client()
+        consumer = kafka.Consumer({"bootstrap.servers": ",".join(parse_brokers(parse_uri(source))),
+                                   "group.id": "speedlayer-status", "socket.connection.setup.timeout.ms": 3000},
+                                  logger=quiet())
+    except Exception as exc:  # noqa: BLE001 — status still shows what the checkpoints say
+        return {name: f"unknown ({' '.join(str(exc).split())[:160]})" for name, parts in committed.items() if parts}
+    lags: dict[str, str] = {}
+    try:
+        for name, parts in committed.items():
+            shown = []
+            for (topic, partition), offset in sorted(parts.items()):
+                try:
+                    _, high = consumer.get_watermark_offsets(kafka.TopicPartition(topic, partition), timeout=timeout_s)
+                except kafka.KafkaException as exc:
+                    lags[name] = f"unknown (Kafka did not answer: {exc.args[0].str()})"
+                    break
+                shown.append(f"{topic}/{partition} {max(high - offset, 0):,}")
+            else:
+                if shown:
+                    lags[name] = ", ".join(shown)
+    finally:
+        consumer.close()
+    return lags

@@ -45,8 +45,6 @@ from speedlayer.sources import open_source
 from speedlayer.sources.base import Source
 from speedlayer.sources.generator import GeneratorSource
 
-#: sinks Spark's real-time mode writes to (its allowlist: Spark's console, foreach writers, Kafka)
-REALTIME_SINKS = ("console", "kafka")
 #: Spark's floor on a real-time batch duration, and its default
 REALTIME_MIN_CONF, REALTIME_MIN_DEFAULT_MS = "spark.sql.streaming.realTimeMode.minBatchDuration", 5000
 
@@ -99,6 +97,11 @@ class RunPlan:
         if self.lock is not None:
             self.lock.release()
             self.lock = None
+
+    def spark_packages(self) -> list[str]:
+        """The Maven coordinates the run's connectors need in its Spark session, each once."""
+        connectors = [self.source, *self.inputs.values(), *(qp.sink for qp in self.queries)]
+        return list(dict.fromkeys(p for connector in connectors for p in connector.spark_packages()))
 
     def first_source(self, output: Output) -> Source:
         """The source an output's query reads first (``--max-events`` counts its events)."""
@@ -256,12 +259,14 @@ def _check_output_fits(job: Job, output: Output, sink: Sink, trigger: Trigger) -
         stateless = ", ".join(o.name for o in job.outputs.values() if not o.stateful)
         raise ConfigError(f"output {name!r} keeps state (windows), which continuous mode cannot do: "
                           f"use a micro-batch trigger such as processing:1s, or select only {stateless}")
+    instead = sink.instead or "console:, memory: or spark-kafka://"
     if trigger.continuous and not sink.supports_continuous:
         raise ConfigError(f"sink {sink.scheme}: cannot take continuous output (Spark runs no file or Python sink "
-                          "in continuous mode): use console: or memory:, or a micro-batch trigger")
-    if trigger.realtime and sink.scheme not in REALTIME_SINKS:
+                          f"in continuous mode): use {instead}, or a micro-batch trigger")
+    if trigger.realtime and not sink.supports_realtime:
         raise ConfigError(f"sink {sink.scheme}: cannot take real-time output (Spark's real-time mode writes to "
-                          "console and Kafka only): use console:, or a micro-batch trigger")
+                          f"console and Kafka only): use {sink.instead or 'console: or spark-kafka://'}, "
+                          "or a micro-batch trigger")
     if output.per_batch is not None and (trigger.continuous or trigger.realtime):
         raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch): use a micro-batch trigger "
                           "such as processing:1s")

@@ -84,6 +84,7 @@ class Run:
         #: the executors running the tasks (a cluster's count, cores and losses); read at most once a second
         self.executors = ExecutorWatch.for_session(spark, on_change=lambda r: save_report(plan.state_dir, r, True))
         self.tracker.subscribe(lambda _: self.executors.poll())
+        self.tracker.subscribe(self._batch_committed)
         self.queries: list[Any] = []
         #: queries that serve views (the dashboard's feed), stopped with the run, never waited for
         self.side_queries: list[Any] = []
@@ -95,6 +96,14 @@ class Run:
         self._notify = notify or (lambda line: log.warning("speedlayer: %s", line))
         self._starters: dict[str, Callable[[], Any]] = {}  # by query name: starts it again (see _restarted)
         self._restarts: dict[str, int] = {}
+
+    def _batch_committed(self, metrics: Any) -> None:
+        """Tell the sources what a batch read (on the listener's thread, after the batch committed)."""
+        progress = self.tracker.get(metrics.query)
+        if progress is None or not progress.sources:
+            return
+        for source in {id(s): s for s in (self.plan.source, *self.plan.inputs.values())}.values():
+            source.batch_committed(metrics.query, progress.sources)
 
     def start(self) -> None:
         self.plan.lock_state()

@@ -8,7 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -154,6 +154,46 @@ def default_shuffle_partitions() -> int:
     return max(2, os.cpu_count() or 2)
 
 
+def add_packages(conf: Mapping[str, str], packages: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """``conf`` with ``packages`` (Maven coordinates) added to ``spark.jars.packages``, and the ones added.
+
+    A package whose artifact ``conf`` already brings, as a package of any version or as a jar in
+    ``spark.jars`` (an offline cluster's way), is left out.
+
+    >>> add_packages({"spark.jars": "/jars/spark-sql-kafka-0-10_2.13-4.2.0.jar"},
+    ...              ["org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"])
+    ({'spark.jars': '/jars/spark-sql-kafka-0-10_2.13-4.2.0.jar'}, [])
+    >>> add_packages({"spark.jars.packages": "a:b:1"}, ["g:c:2"])
+    ({'spark.jars.packages': 'a:b:1,g:c:2'}, ['g:c:2'])
+    """
+    conf = dict(conf)
+    given = [p.strip() for p in conf.get("spark.jars.packages", "").split(",") if p.strip()]
+    jars = conf.get("spark.jars", "")
+    added = []
+    for package in packages:
+        group, artifact = package.split(":")[:2]
+        if any(p.split(":")[:2] == [group, artifact] for p in given) or f"{artifact}-" in jars:
+            continue
+        given.append(package)
+        added.append(package)
+    if added:
+        conf["spark.jars.packages"] = ",".join(given)
+    return conf, added
+
+
+def _unresolved(packages: list[str]) -> EnvironmentProblem:
+    return EnvironmentProblem(
+        f"Spark could not fetch {', '.join(packages)} (spark.jars.packages; its messages are above): without network "
+        "give the jars with --conf spark.jars=PATH,...; behind a mirror, --conf spark.jars.repositories=URL; where "
+        "Maven's local repository (~/.m2/repository) holds a dependency's pom without its jar, Spark looks no "
+        "further: delete that folder")
+
+
+def _gateway_failed(exc: Exception) -> bool:
+    """Whether Spark's JVM did not start, as when ``spark-submit`` cannot resolve ``spark.jars.packages``."""
+    return "JAVA_GATEWAY_EXITED" in str(exc) or "Java gateway process exited" in str(exc)
+
+
 def build_session(
     master: str = "local[*]",
     conf: Mapping[str, str] | None = None,
@@ -162,18 +202,23 @@ def build_session(
     spark_ui: str = "local",
     ship: str = "auto",
     announce: Callable[[str], None] | None = None,
+    packages: Sequence[str] = (),
 ):
     """A SparkSession with speedlayer's defaults under ``conf``; in local mode it listens on loopback only.
 
     On a cluster master, ``ship`` says what executors get (``speedlayer.runtime.shipping``): ``auto`` packs
-    speedlayer and its packages, ``none`` nothing, else the path of an archive; ``announce`` is
-    given the one line that says what is shipped.
+    speedlayer and its packages, ``none`` nothing, else the path of an archive. ``packages`` are the
+    Maven coordinates the run's connectors need (``add_packages``); Spark fetches them and gives them
+    to executors too. ``announce`` is given the one line that says what is shipped or added.
 
     >>> spark = build_session("local[2]", {"spark.ui.enabled": "false"})  # doctest: +SKIP
     """
     check_java()
     check_master(master)
-    conf = dict(conf or {})
+    conf, added = add_packages(conf or {}, packages)
+    if announce and added:
+        announce(f"adding {', '.join(added)} to the Spark session (spark.jars.packages; "
+                 "Maven's local repository first, then Maven Central)")
     if is_local(master):
         # Python workers start this interpreter, which has speedlayer's dependencies.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -199,6 +244,11 @@ def build_session(
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        if added and _gateway_failed(exc):
+            raise _unresolved(added) from None
+        raise
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -15,6 +15,7 @@ from typing import Any
 from speedlayer.core.errors import QueryFailedError
 from speedlayer.runtime.checkpoints import damaged_log, disk_full, other_state_layout
 from speedlayer.sinks.batches import sink_error_message
+from speedlayer.sources.kafka import data_loss
 
 #: longest a graceful stop waits for in-flight batches before interrupting them
 STOP_TIMEOUT_S = 120
@@ -48,7 +49,8 @@ def first_line(error: BaseException, places: Iterable[Path] = ()) -> str:
     if ours:
         return ours
     text = getattr(error, "desc", None) or str(error)
-    known = damaged_log(str(text)) or disk_full(f"{text}\n{_causes(error)}", places) or other_state_layout(str(text), places)
+    known = (damaged_log(str(text)) or disk_full(f"{text}\n{_causes(error)}", places)
+             or other_state_layout(str(text), places) or data_loss(str(text)))
     if known:
         return known
     for line in str(text).splitlines():

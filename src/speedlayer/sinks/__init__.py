@@ -22,10 +22,11 @@ BUILTIN_SINKS = {
     "mariadb": "speedlayer.sinks.mysql:MySqlSink",
     "redis": "speedlayer.sinks.redis:RedisSink",
     "kafka": "speedlayer.sinks.kafka:KafkaSink",
+    "spark-kafka": "speedlayer.sinks.kafka:SparkKafkaSink",
 }
 EXAMPLES = ("console:, parquet:out/windows, parquet:///abs/dir, memory:table, "
             "postgresql://user:pass@host:5432/db?table=NAME, mysql://user:pass@host:3306/db?table=NAME, "
-            "redis://host:6379/0?prefix=fleet, kafka://host:9092/topic")
+            "redis://host:6379/0?prefix=fleet, kafka://host:9092/topic, spark-kafka://host:9092/topic")
 
 
 def sink_registry() -> plugins.Registry:

@@ -49,6 +49,10 @@ class Sink(ABC):
     guarantee: ClassVar[str]
     modes: ClassVar[tuple[str, ...]]
     supports_continuous: ClassVar[bool] = False
+    #: whether Spark's real-time mode (``trigger(realTime=...)``) can write to it: JVM sinks only
+    supports_realtime: ClassVar[bool] = False
+    #: what to use instead where it cannot run (continuous and real-time modes), said in the refusal
+    instead: ClassVar[str] = ""
     #: whether it writes through ``foreachBatch`` (so it can take outputs computed per micro-batch)
     writes_batches: ClassVar[bool] = False
 
@@ -92,6 +96,11 @@ class Sink(ABC):
     def shared_paths(self) -> dict[str, Path]:
         """Local directories executors write (what -> path); on a cluster each must be shared."""
         return {}
+
+    def spark_packages(self) -> list[str]:
+        """Maven coordinates of the jars it needs in the Spark session (e.g. a connector): the runner adds
+        them to ``spark.jars.packages`` before the session starts."""
+        return []
 
     def check_session(self, spark: SparkSession) -> None:
         """Fail before start when the session lacks something this sink needs (e.g. a connector jar)."""

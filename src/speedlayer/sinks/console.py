@@ -66,6 +66,7 @@ class ConsoleSink(Sink):
     guarantee = AT_LEAST_ONCE
     modes = (APPEND, UPDATE, COMPLETE)
     supports_continuous = True
+    supports_realtime = True
     writes_batches = True
 
     def __init__(self, uri: Uri):

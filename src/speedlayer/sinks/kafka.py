@@ -1,41 +1,52 @@
-"""``kafka://host:port[,host:port]/topic`` — Spark's own Kafka sink, at-least-once.
+"""``kafka://host:port[,host:port]/topic`` — a Kafka topic written exactly once, and Spark's own sink.
 
 Each row becomes one record: the value is the row as JSON, the key is the output's natural key
 (``event_id`` for alerts, ``{"window_start":...,"window_end":...,"vehicle_id":...}`` as JSON for
-windows, the source offset for dead letters). Spark's Kafka sink is at-least-once: a batch replayed
-after a crash is written again, so consumers deduplicate on the key (or use a compacted topic,
-which keeps the last record per key — in update mode, the latest value of each window).
+windows, the source offset for dead letters), partitioned as Kafka's Java clients do (murmur2).
 
-``kafka.``-prefixed settings go to Spark's Kafka producer as given (``kafka.security.protocol``,
-``kafka.sasl.*``, ``kafka.ssl.*``, ``kafka.compression.type``...); secrets are masked when printed.
-It is a JVM sink, so it takes micro-batch, continuous and real-time output alike.
+- ``kafka://`` writes each micro-batch in one Kafka transaction that also records the batch id
+  (kafka_transactions.py): consumers reading with ``isolation.level=read_committed`` see every
+  row once, through crashes and restarts. Micro-batch triggers only.
+- ``spark-kafka://`` is Spark's own Kafka sink: at-least-once (a batch replayed after a crash is
+  written again), a JVM sink, so the one that takes continuous and real-time output.
+
+``kafka.``-prefixed settings go to the producer as given: librdkafka's names for ``kafka://``
+(``kafka.compression.type``, ``kafka.security.protocol``, ``kafka.sasl.*``...), the Java client's for
+``spark-kafka://``; secrets are masked when printed.
 
     --sink alerts='kafka://localhost:9092/fleet-alerts?kafka.compression.type=lz4'
 
-The connector (``spark-sql-kafka-0-10``) is not part of PySpark: the run fails before any query
-starts, saying what to add, when the session lacks it.
+Spark's connector (``spark-sql-kafka-0-10``) is not part of PySpark: a run adds it to its session
+by itself (``speedlayer.sources.kafka_connector``).
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.types import StructType
 
 from speedlayer.core.errors import ConfigError, SinkError
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
 from speedlayer.core.uris import Uri
-from speedlayer.sinks.base import AT_LEAST_ONCE, Sink, Target
-from speedlayer.sources.kafka import DATA_SOURCE, check_brokers, check_connector, is_secret, parse_brokers
+from speedlayer.sinks.base import AT_LEAST_ONCE, EXACTLY_ONCE, Sink, Target
+from speedlayer.sinks.kafka_transactions import Transactions, last_batch, marker_group
+from speedlayer.sinks.rejects import RejectStore
+from speedlayer.sources.kafka import check_brokers, is_secret, kafka_client, parse_brokers
+from speedlayer.sources.kafka_connector import DATA_SOURCE, check_connector, connector_package
 
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
-#: Kafka producer settings Spark's sink refuses or sets itself, and what to do instead
+#: Kafka producer settings the sinks refuse or set themselves, and what to do instead
 _REFUSED = {
     "kafka.bootstrap.servers": "give the brokers in the URI: kafka://host1:9092,host2:9092/topic",
     "kafka.key.serializer": "keys are written as UTF-8 text",
     "kafka.value.serializer": "values are written as JSON text",
+    "kafka.transactional.id": "kafka:// names its transactions after the job, output and topic",
+    "kafka.enable.idempotence": "kafka:// writes in transactions, which need idempotence",
 }
 
 
@@ -53,27 +64,34 @@ def record_key(df: DataFrame, key: tuple[str, ...]) -> Column:
     return F.to_json(F.struct(*present)).alias("key")
 
 
-class KafkaSink(Sink):
-    """``kafka://host:port[,host:port]/topic?kafka.<producer setting>=...``."""
+def kafka_records(df: DataFrame, key: tuple[str, ...]) -> DataFrame:
+    """The (key, value) records written for the rows of ``df``: the key as ``record_key`` says, the row as JSON."""
+    return df.select(record_key(df, key), F.to_json(F.struct(*df.columns)).alias("value"))
 
-    scheme = "kafka"
-    summary = "a Kafka topic, one JSON message per row"
+
+class SparkKafkaSink(Sink):
+    """``spark-kafka://host:port[,host:port]/topic?kafka.<producer setting>=...``: Spark's own Kafka sink."""
+
+    scheme = "spark-kafka"
+    summary = "a Kafka topic through Spark's own sink, one JSON message per row"
     guarantee = AT_LEAST_ONCE
     modes = (APPEND, UPDATE, COMPLETE)
     supports_continuous = True
+    supports_realtime = True
 
     def __init__(self, uri: Uri):
         super().__init__(uri)
         self.brokers = parse_brokers(uri)
         self.topic = uri.path.strip("/")
         if not _TOPIC.match(self.topic):
-            raise ConfigError(f"{uri.display}: name one topic after the brokers, e.g. kafka://localhost:9092/fleet-alerts "
-                              "(letters, digits, '.', '_', '-')")
+            raise ConfigError(f"{uri.display}: name one topic after the brokers, e.g. {self.scheme}://localhost:9092/"
+                              "fleet-alerts (letters, digits, '.', '_', '-')")
         for option in uri.options:
             if not option.startswith("kafka."):
-                raise ConfigError(f"kafka: sink has no option {option!r}; it takes kafka.<producer setting> options only")
+                raise ConfigError(f"{self.scheme}: sink has no option {option!r}; it takes kafka.<producer setting> "
+                                  "options only")
             if option in _REFUSED:
-                raise ConfigError(f"kafka: sink option {option!r} cannot be set: {_REFUSED[option]}")
+                raise ConfigError(f"{self.scheme}: sink option {option!r} cannot be set: {_REFUSED[option]}")
         self.client_options = dict(uri.options)
 
     def describe(self) -> str:
@@ -86,6 +104,9 @@ class KafkaSink(Sink):
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         check_brokers(self.brokers, SinkError)
 
+    def spark_packages(self) -> list[str]:
+        return [connector_package()]
+
     def check_session(self, spark: SparkSession) -> None:
         check_connector(spark)
 
@@ -94,8 +115,74 @@ class KafkaSink(Sink):
         return {"kafka.bootstrap.servers": ",".join(self.brokers), "topic": self.topic, **self.client_options}
 
     def records(self, df: DataFrame, target: Target) -> DataFrame:
-        """The (key, value) records Spark's Kafka sink writes for the rows of ``df``."""
-        return df.select(record_key(df, target.key), F.to_json(F.struct(*df.columns)).alias("value"))
+        return kafka_records(df, target.key)
 
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
         return writer.format(DATA_SOURCE).options(**self.spark_options()).start()
+
+
+class KafkaSink(SparkKafkaSink):
+    """``kafka://host:port[,host:port]/topic?kafka.<librdkafka setting>=...``: exactly once, by Kafka transactions."""
+
+    scheme = "kafka"
+    summary = "a Kafka topic, one JSON message per row, one transaction per micro-batch"
+    guarantee = EXACTLY_ONCE
+    supports_continuous = False
+    supports_realtime = False
+    writes_batches = True
+    #: what to use where it cannot run (continuous and real-time modes)
+    instead = "spark-kafka:// (Spark's own Kafka sink, at-least-once)"
+
+    def __init__(self, uri: Uri):
+        super().__init__(uri)
+        kafka_client()  # the ImportError names the extra now, not at the first batch
+        self.settings = {k.removeprefix("kafka."): v for k, v in self.client_options.items()}
+        self.fresh_checkpoint = False
+
+    def spark_packages(self) -> list[str]:
+        return []  # written from the driver by confluent-kafka: Spark's connector is not needed
+
+    def check_session(self, spark: SparkSession) -> None:
+        pass
+
+    def records(self, df: DataFrame, target: Target) -> DataFrame:
+        return df  # made into records per batch (an output computed per batch needs its rows first)
+
+    def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
+        return Sink.start(self, writer, df, target)
+
+    def check(self, output_name: str, fresh_checkpoint: bool) -> None:
+        check_brokers(self.brokers, SinkError)
+        self.fresh_checkpoint = fresh_checkpoint
+
+    def batch_function(self, schema: StructType, target: Target) -> Transactions:
+        group = marker_group(target.job, target.output, self.topic)
+        transactions = Transactions(",".join(self.brokers), self.topic, group, self.settings, output=target.output,
+                                    store=RejectStore(Path(target.rejected), target.output) if target.rejected else None)
+        if self.fresh_checkpoint:
+            self._refuse_another_runs_topic(group)
+        return _Records(target, transactions)
+
+    def _refuse_another_runs_topic(self, group: str) -> None:
+        """A fresh checkpoint counts batches from 0 again: into a topic whose batches another run committed,
+        every one of them would be taken for a replay and skipped."""
+        kafka = kafka_client()
+        try:
+            batch, _ = last_batch(",".join(self.brokers), self.topic, group, self.settings)
+        except kafka.KafkaException as exc:
+            raise SinkError(f"cannot reach Kafka at {','.join(self.brokers)}: {exc.args[0].str()}; "
+                            "start the broker or fix the URI") from None
+        if batch >= 0:
+            raise SinkError(f"Kafka topic {self.topic!r} already holds batches of another run of this output "
+                            f"(consumer group {group!r}, batch {batch}): write to another topic, pass that "
+                            f"run's --state-dir, or forget that run with kafka-consumer-groups --delete --group {group}")
+
+
+class _Records:
+    """The ``foreachBatch`` function: the rows as (key, value) records, then one transaction."""
+
+    def __init__(self, target: Target, transactions: Transactions):
+        self.target, self.transactions = target, transactions
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        self.transactions(kafka_records(batch_df, self.target.key), batch_id)

@@ -46,6 +46,19 @@ class Source(ABC):
     def check_plan(self, outputs: list[str]) -> None:
         """Fail (ConfigError) when this source cannot feed these outputs, each read by its own query."""
 
+    def spark_packages(self) -> list[str]:
+        """Maven coordinates of the jars it needs in the Spark session (e.g. a connector): the runner adds
+        them to ``spark.jars.packages`` before the session starts."""
+        return []
+
+    def batch_committed(self, query: str, progress_sources: list[dict]) -> None:
+        """A batch of ``query`` committed; ``progress_sources`` are the ``sources`` of its progress report.
+
+        Called on the driver after each batch, never for a batch that failed. A source may tell its
+        system what was read (Kafka commits the end offsets to a consumer group, for lag tools). It
+        must not raise: what it does is informational, the checkpoint stays the truth.
+        """
+
     def check_session(self, spark: SparkSession) -> None:
         """Fail (one line) when the started session lacks what this source needs (e.g. a connector jar).
 
@@ -110,21 +123,46 @@ def _offsets(value: Any) -> Any:
     return value
 
 
+def partitions_behind(progress_source: dict) -> dict[tuple[str, str], int]:
+    """``(topic, partition) -> latestOffset - endOffset`` for sources whose offsets are nested
+    ``{topic: {partition: offset}}`` (Kafka); empty otherwise.
+
+    >>> partitions_behind({"endOffset": {"t": {"0": 5, "1": 7}}, "latestOffset": {"t": {"0": 9, "1": 7}}})
+    {('t', '0'): 4, ('t', '1'): 0}
+    """
+    end, latest = _offsets(progress_source.get("endOffset")), _offsets(progress_source.get("latestOffset"))
+    if not isinstance(end, dict) or not isinstance(latest, dict):
+        return {}
+    try:
+        return {(topic, part): max(0, int(off) - int(end[topic][part]))
+                for topic, parts in latest.items() for part, off in parts.items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return {}
+
+
 def offsets_behind(progress_source: dict) -> int | None:
-    """Sum of ``latestOffset - endOffset`` over partitions, for sources whose offsets are nested
-    ``{topic: {partition: offset}}`` (Kafka); None otherwise.
+    """Sum of ``partitions_behind`` over partitions; None when the offsets are not nested that way.
 
     >>> offsets_behind({"endOffset": {"t": {"0": 5, "1": 7}}, "latestOffset": {"t": {"0": 9, "1": 7}}})
     4
     """
-    end, latest = _offsets(progress_source.get("endOffset")), _offsets(progress_source.get("latestOffset"))
-    if not isinstance(end, dict) or not isinstance(latest, dict):
-        return None
+    behind = partitions_behind(progress_source)
+    return sum(behind.values()) if behind else None
+
+
+def end_offsets(progress_source: dict) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> endOffset`` of a batch, for nested ``{topic: {partition: offset}}`` offsets.
+
+    >>> end_offsets({"endOffset": '{"t": {"0": 5, "1": 7}}'})
+    {('t', 0): 5, ('t', 1): 7}
+    """
+    end = _offsets(progress_source.get("endOffset"))
+    if not isinstance(end, dict):
+        return {}
     try:
-        return sum(max(0, int(off) - int(end[topic][part]))
-                   for topic, parts in latest.items() for part, off in parts.items())
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+        return {(topic, int(part)): int(off) for topic, parts in end.items() for part, off in parts.items()}
+    except (TypeError, ValueError, AttributeError):
+        return {}
 
 
 def snake_case_options(options: Mapping[str, str], where: str) -> dict[str, str]:

@@ -12,28 +12,29 @@ and every ``kafka.``-prefixed Kafka client setting (``kafka.security.protocol``,
 
     kafka://broker1:9092,broker2:9092/telemetry?startingOffsets=earliest&kafka.security.protocol=SASL_SSL
 
-The connector (``spark-sql-kafka-0-10``) is not part of PySpark: the run fails before any query
-starts, saying what to add, when the session lacks it.
+Spark's connector (``spark-sql-kafka-0-10``) is not part of PySpark: a run adds it to its session
+by itself (``speedlayer.sources.kafka_connector``).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import socket
 from contextlib import closing
+from typing import Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from speedlayer.core.errors import ConfigError, EnvironmentProblem, SourceError
+from speedlayer.core.errors import ConfigError, SourceError
 from speedlayer.core.uris import Uri, is_secret_option, parse_options
-from speedlayer.sources.base import Source, offsets_behind, snake_case_options
+from speedlayer.sources.base import Source, end_offsets, offsets_behind, snake_case_options
+from speedlayer.sources.kafka_connector import DATA_SOURCE, check_connector, connector_package
 
 DEFAULT_PORT = 9092
-#: the name Spark looks the connector up by (``format("kafka")``)
-DATA_SOURCE = "kafka"
 CONNECT_TIMEOUT_S = 3.0
 #: Kafka client settings Spark's source refuses, and what to use instead
 _REFUSED = {
@@ -45,40 +46,71 @@ _REFUSED = {
     "kafka.interceptor.classes": "Spark's Kafka source does not support interceptors",
 }
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]+$")
+log = logging.getLogger("speedlayer.sources")
 
 
-def connector_hint() -> str:
-    """What to add to the command line for Spark's Kafka connector, for this PySpark version.
+_OFFSET_WENT_BACK = re.compile(r"Partition (\S+)-(\d+) offset was changed from (\d+) to (\d+)")
+_UNREADABLE = re.compile(r"Could not read records in offset \[(\d+), (\d+)\) for topic partition (\S+)-(\d+)")
+_ACCEPT = ("to accept the loss and read on, add failOnDataLoss=false to the kafka:// URI and run again with "
+           "--allow-changed-settings")
 
-    >>> connector_hint()  # doctest: +ELLIPSIS
-    '--conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0 ...'
+
+def data_loss(text: str) -> str | None:
+    """Spark's report of records lost before they were read, as one line naming topic, partition and offsets.
+
+    >>> line = data_loss("Some data may have been lost ... Reason: Partition fastcars-0 offset was changed from 40 to 5.")
+    >>> line.split(":")[0], "failOnDataLoss=false" in line
+    ('Kafka topic fastcars partition 0 now ends at offset 5, before offset 40 this run had read up to', True)
     """
-    import pyspark
+    went_back = _OFFSET_WENT_BACK.search(text)
+    if went_back:
+        topic, partition, read, now = went_back.groups()
+        return (f"Kafka topic {topic} partition {partition} now ends at offset {now}, before offset {read} this run had "
+                f"read up to: the topic was deleted and recreated, and what it held from {now} on was never read; {_ACCEPT}")
+    unreadable = _UNREADABLE.search(text)
+    if unreadable:
+        start, end, topic, partition = unreadable.groups()
+        return (f"Kafka topic {topic} partition {partition}: records at offsets {start} to {int(end) - 1} were deleted "
+                f"before this run read them (retention, or the topic was recreated); {_ACCEPT}")
+    return None
 
-    v = pyspark.__version__
-    return (f"--conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:{v} (fetched from Maven Central), "
-            f"or offline --conf spark.jars=DIR/spark-sql-kafka-0-10_2.13-{v}.jar,"
-            f"DIR/spark-token-provider-kafka-0-10_2.13-{v}.jar,DIR/kafka-clients-VERSION.jar,DIR/commons-pool2-VERSION.jar")
+
+def lag_group(query: str) -> str:
+    """The consumer group a query's read offsets are committed to, for lag tools.
+
+    >>> lag_group("fleet_alerts")
+    'speedlayer.fleet_alerts'
+    """
+    return f"speedlayer.{query}"
 
 
-def connector_present(spark: SparkSession) -> bool | None:
-    """Whether the session finds Spark's Kafka connector, looked up as ``format("kafka")`` does; None if it cannot tell."""
-    jvm = getattr(spark, "_jvm", None)  # a Spark Connect session has no JVM here
-    if jvm is None:
-        return None
+def kafka_client() -> Any:
+    """confluent-kafka, the client speedlayer produces and administers Kafka with, or how to install it."""
     try:
-        conf = spark._jsparkSession.sessionState().conf()
-        jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(DATA_SOURCE, conf)
-        return True
-    except Exception as exc:  # noqa: BLE001 — Py4J wraps the JVM's exception
-        text = str(exc)
-        return False if ("DATA_SOURCE" in text or "Failed to find data source" in text) else None
+        import confluent_kafka
+    except ImportError:
+        raise ConfigError("Kafka clients need confluent-kafka: pip install 'speedlayer[kafka]'") from None
+    return confluent_kafka
 
 
-def check_connector(spark: SparkSession) -> None:
-    """Fail before any query starts when the session lacks Spark's Kafka connector, naming what to add."""
-    if connector_present(spark) is False:
-        raise EnvironmentProblem(f"Spark's Kafka connector is not in this Spark session: add {connector_hint()}")
+def quiet() -> logging.Logger:
+    """The logger given to librdkafka clients: their connection chatter stays out of the terminal."""
+    logger = logging.getLogger("speedlayer.kafka")
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+    return logger
+
+
+def security_settings(options: dict[str, str]) -> dict[str, str]:
+    """The settings of ``options`` about reaching the brokers (security, SASL, SSL), ``kafka.`` prefix or not,
+    without it: what every client of the same cluster needs, whatever it does.
+
+    >>> security_settings({"kafka.security.protocol": "SASL_SSL", "kafka.linger.ms": "5", "sasl.mechanism": "PLAIN"})
+    {'security.protocol': 'SASL_SSL', 'sasl.mechanism': 'PLAIN'}
+    """
+    return {k.removeprefix("kafka."): v for k, v in options.items()
+            if k.removeprefix("kafka.").startswith(("security.", "sasl.", "ssl."))}
 
 
 def check_brokers(brokers: list[str], error: type[Exception]) -> None:
@@ -147,6 +179,29 @@ class KafkaSource(Source):
         """Messages beyond the batch's end offsets, from the latest offsets Spark fetched."""
         return offsets_behind(progress_source)
 
+    def batch_committed(self, query: str, progress_sources: list[dict]) -> None:
+        """Commit the batch's end offsets to the consumer group ``speedlayer.<query>``, where
+        ``kafka-consumer-groups``, Burrow or a Grafana lag panel look (Spark never commits to Kafka)."""
+        offsets = {tp: off for entry in progress_sources if str(entry.get("description", "")).startswith("KafkaV2")
+                   for tp, off in end_offsets(entry).items() if tp[0] in self.topics}
+        if not offsets:
+            return
+        try:
+            kafka = kafka_client()
+            consumer = self._group_clients.get(query)
+            if consumer is None:
+                consumer = kafka.Consumer({"bootstrap.servers": ",".join(self.brokers), "group.id": lag_group(query),
+                                           "enable.auto.commit": False, **security_settings(self.client_options)},
+                                           logger=quiet())
+                self._group_clients[query] = consumer
+            consumer.commit(offsets=[kafka.TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+                            asynchronous=False)
+        except Exception as exc:  # noqa: BLE001 — informational: the checkpoint holds the offsets that count
+            if query not in self._warned:
+                self._warned.add(query)
+                log.warning("speedlayer: could not commit %s's offsets to consumer group %s (lag tools will not see "
+                            "them; the run goes on): %s", query, lag_group(query), exc)
+
     def __init__(self, uri: Uri):
         super().__init__(uri)
         self.brokers = parse_brokers(uri)
@@ -160,6 +215,8 @@ class KafkaSource(Source):
                 raise ConfigError(f"kafka:// option {key!r} cannot be set: {_REFUSED[key]}")
         own = {k: v for k, v in uri.options.items() if not k.startswith("kafka.")}
         self.options: KafkaOptions = parse_options(KafkaOptions, snake_case_options(own, "kafka://"), "kafka://")
+        self._group_clients: dict[str, Any] = {}
+        self._warned: set[str] = set()
 
     def spark_options(self) -> dict[str, str]:
         """Every option given to Spark's Kafka reader (secrets included: never print this)."""
@@ -177,6 +234,9 @@ class KafkaSource(Source):
 
     def check(self) -> None:
         check_brokers(self.brokers, SourceError)
+
+    def spark_packages(self) -> list[str]:
+        return [connector_package()]
 
     def check_session(self, spark: SparkSession) -> None:
         check_connector(spark)

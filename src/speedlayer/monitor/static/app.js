@@ -45,7 +45,17 @@ function kpis(s) {
     ["state rows", m.state ? num(m.state.reduce((n, o) => n + o.rows, 0)) : "–"],
     ["source lag", m.source_lag == null ? "n/a" : num(m.source_lag)],
   ];
-  items.forEach(([l, v]) => box.append(el("div", { class: "kpi" }, el("div", { class: "v" }, v), el("div", { class: "l" }, l))));
+  // Kafka: the lag of each partition, the worst first, on the source lag's tile (all of them on hover)
+  const parts = Object.entries((q && q.partition_lag) || {}).sort((a, b) => b[1] - a[1]);
+  const byPartition = parts.map(([p, n]) => `${p}: ${num(n)}`);
+  items.forEach(([l, v]) => {
+    const tile = el("div", { class: "kpi" }, el("div", { class: "v" }, v), el("div", { class: "l" }, l));
+    if (l === "source lag" && parts.length) {
+      tile.append(el("div", { class: "l", id: "kpi-partition-lag" }, byPartition.slice(0, 3).join(" · ")));
+      tile.title = byPartition.join("\n");
+    }
+    box.append(tile);
+  });
   box.append(executorsKpi(s.executors));
 }
 

@@ -1,0 +1,232 @@
+"""Writing micro-batches to Kafka exactly once: one Kafka transaction per batch, its batch id inside it.
+
+Spark's own Kafka sink is at-least-once: a batch replayed after a crash is written again. Here the
+driver writes each micro-batch in one transaction of a transactional producer whose
+``transactional.id`` belongs to the output (``speedlayer.<job>.<output>.<topic>``), and commits in
+the same transaction, as the offset of a consumer group of the same name on the topic's partition
+0, the batch id plus one. So for a consumer that reads with ``isolation.level=read_committed``:
+
+- a batch that failed before its commit is invisible (the broker aborts it when the restarted
+  producer calls ``init_transactions``, which also fences any older producer of the same id);
+- a batch that committed but that Spark replays (it crashed before recording the batch as done)
+  is recognised by the committed batch id and skipped.
+
+Rows go through the driver (``toArrow``), so a batch must fit in its memory: bound batches with
+``maxOffsetsPerTrigger`` (kafka:// sources) or ``max_records_per_trigger``. A row larger than the
+producer's ``message.max.bytes`` is refused before anything is sent and kept as a dead letter of
+the run (``Target.rejected``), like a row a database refuses.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from speedlayer.core.errors import SinkError
+from speedlayer.core.faults import reached
+from speedlayer.sinks.batches import one_line, pauses
+from speedlayer.sources.kafka import kafka_client, quiet, security_settings
+
+log = logging.getLogger("speedlayer.sinks")
+#: librdkafka's default ``message.max.bytes`` (the broker's default limit is about the same)
+DEFAULT_MAX_BYTES = 1_000_000
+#: bytes a record adds to its key and value (headers, lengths, timestamp): what the limit is checked against
+RECORD_OVERHEAD = 512
+
+
+def marker_group(job: str, output: str, topic: str) -> str:
+    """The transactional id and consumer group that tie an output's batches to a topic.
+
+    >>> marker_group("fleet", "alerts", "fleet-alerts")
+    'speedlayer.fleet.alerts.fleet-alerts'
+    """
+    return f"speedlayer.{job}.{output}.{topic}"
+
+
+def last_batch(brokers: str, topic: str, group: str, settings: dict[str, str], timeout_s: float = 60.0) -> tuple[int, Any]:
+    """The last batch id committed to ``topic`` by the writer ``group`` (-1: none), and the group's metadata.
+
+    A coordinator that is moving or loading (``NOT_COORDINATOR``, ``COORDINATOR_LOAD_IN_PROGRESS``:
+    usual for a group asked about for the first time) is asked again until ``timeout_s``.
+    """
+    kafka = kafka_client()
+    consumer = kafka.Consumer({"bootstrap.servers": brokers, "group.id": group, "enable.auto.commit": False,
+                               "isolation.level": "read_committed", **security_settings(settings)}, logger=quiet())
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                [mark] = consumer.committed([kafka.TopicPartition(topic, 0)], timeout=30)
+                return (mark.offset - 1 if mark.offset >= 0 else -1), consumer.consumer_group_metadata()
+            except kafka.KafkaException as exc:
+                error = exc.args[0]
+                if not (error.retriable() or error.code() in _TRANSIENT) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
+@dataclass
+class Transactions:
+    """The ``foreachBatch`` function of the exactly-once Kafka sink (runs on the driver)."""
+
+    brokers: str
+    topic: str
+    group: str
+    settings: dict[str, str] = field(default_factory=dict)
+    retry_for_s: float = 120.0
+    #: keeps refused rows as the run's dead letters (``rejects.RejectStore``), or None: they fail the batch
+    store: Any = None
+    output: str = ""
+    _producer: Any = field(default=None, repr=False)
+    _committed: int = field(default=-1, repr=False)
+    #: rows written and refused by the last batch (for logs and tests)
+    last_rows: int = field(default=0, repr=False)
+    last_refused: list = field(default_factory=list, repr=False)
+
+    @property
+    def what(self) -> str:
+        return f"Kafka topic {self.topic} at {self.brokers}"
+
+    def _config(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.brokers, "transactional.id": self.group, "enable.idempotence": True,
+                "transaction.timeout.ms": 300_000, "partitioner": "murmur2_random", "linger.ms": 5,
+                "socket.connection.setup.timeout.ms": 5000, **self.settings}
+
+    def max_bytes(self) -> int:
+        return int(self.settings.get("message.max.bytes", DEFAULT_MAX_BYTES))
+
+    def _start(self) -> None:
+        """A new producer: fences older ones of the same id, aborts their open transaction, then reads
+        the last batch id committed (no transaction of this id is pending any more)."""
+        kafka = kafka_client()
+        producer = kafka.Producer(self._config(), logger=quiet())
+        producer.init_transactions(30)
+        self._committed, self._metadata = last_batch(self.brokers, self.topic, self.group, self.settings)
+        self._producer = producer
+
+    def committed_batch(self) -> int:
+        """The last batch id committed to the topic (-1: none)."""
+        if self._producer is None:
+            self._start()
+        return self._committed
+
+    def __call__(self, batch_df, batch_id: int) -> None:
+        reached("planned", batch_id, self.what)
+        if self._attempt(lambda: self.committed_batch()) >= batch_id:
+            log.info("speedlayer: batch %d of %s already committed to %s: skipped", batch_id, self.output, self.what)
+            # Still run the batch through: a stateful query's state stores commit only when every partition
+            # of the batch is computed (Spark fails the batch otherwise), and nothing here writes anywhere.
+            batch_df.write.format("noop").mode("overwrite").save()
+            self.last_rows, self.last_refused = 0, []
+            reached("written", batch_id, self.what)
+            return
+        table = batch_df.toArrow()
+        keys, values = table.column("key").to_pylist(), table.column("value").to_pylist()
+        limit, refused, records = self.max_bytes(), [], []
+        for key, value in zip(keys, values):
+            size = len(value.encode()) + (len(key.encode()) if key else 0) + RECORD_OVERHEAD
+            if size > limit:
+                refused.append((value, f"record of {size:,} bytes is over the producer's message.max.bytes "
+                                       f"({limit:,})", key or ""))
+            else:
+                records.append((key, value))
+        self._keep_refused(batch_id, refused)
+        self._attempt(lambda: self._write(records, batch_id))
+        self._committed = batch_id
+        self.last_rows, self.last_refused = len(records), refused
+        reached("written", batch_id, self.what)
+
+    def _write(self, records: list[tuple[str | None, str]], batch_id: int) -> None:
+        kafka = kafka_client()
+        producer = self._producer
+        failures: list[str] = []
+
+        def delivered(error, message) -> None:  # noqa: ARG001
+            if error is not None:
+                failures.append(error.str())
+
+        producer.begin_transaction()
+        try:
+            for n, (key, value) in enumerate(records):
+                while True:
+                    try:
+                        producer.produce(self.topic, value=value, key=key, on_delivery=delivered)
+                        break
+                    except BufferError:  # the local queue is full: let librdkafka send
+                        producer.poll(0.1)
+                if n == 0:
+                    reached("mid-write", batch_id, self.what)
+            producer.flush(60)
+            if failures:
+                raise SinkError(f"{self.what} refused a record: {failures[0]}")
+            offsets = [kafka.TopicPartition(self.topic, 0, batch_id + 1)]
+            producer.send_offsets_to_transaction(offsets, self._metadata, 30)
+            reached("partition-written", batch_id, self.what)
+            producer.commit_transaction(60)
+        except BaseException:
+            self._abort()
+            raise
+
+    def _abort(self) -> None:
+        """Abort the open transaction; where that fails too, drop the producer (the next one fences it)."""
+        try:
+            self._producer.abort_transaction(30)
+        except Exception:  # noqa: BLE001 — a broken producer is replaced on the next attempt
+            self._producer = None
+
+    def _attempt(self, action):
+        """Run ``action``; a retriable Kafka error starts a new producer and tries again for ``retry_for_s``."""
+        kafka = kafka_client()
+        started, waits = time.monotonic(), pauses()
+        while True:
+            try:
+                if self._producer is None:
+                    self._start()
+                return action()
+            except kafka.KafkaException as exc:
+                error = exc.args[0]
+                reason = error.str() if hasattr(error, "str") else one_line(exc)
+                if error.code() in (kafka.KafkaError._FENCED, kafka.KafkaError.PRODUCER_FENCED,
+                                    kafka.KafkaError.INVALID_PRODUCER_EPOCH):
+                    raise SinkError(f"another writer took over transactional id {self.group!r} of {self.what}: "
+                                    "two runs write this output to this topic; stop one of them") from None
+                retriable = error.retriable() or error.txn_requires_abort() or error.code() in _TRANSIENT
+                elapsed = time.monotonic() - started
+                if not retriable:
+                    raise SinkError(f"{self.what} refused the write: {reason}") from None
+                if elapsed >= self.retry_for_s:
+                    raise SinkError(f"lost {self.what} for {elapsed:.0f}s (retry_for={self.retry_for_s:g}s): {reason}; "
+                                    "start the broker, then restart the run (the batch is replayed from the "
+                                    "checkpoint)") from None
+                self._producer = None  # a new producer fences this one and aborts what it left open
+                pause = min(next(waits), max(self.retry_for_s - elapsed, 0.05))
+                log.warning("speedlayer: %s failed (%s); retrying in %.1fs", self.what, reason, pause)
+                time.sleep(pause)
+
+    def _keep_refused(self, batch_id: int, refused: list[tuple[str, str, str]]) -> None:
+        if not refused:
+            return
+        first = refused[0][1]
+        if self.store is None:
+            raise SinkError(f"{self.what} cannot take {len(refused)} row(s) of output {self.output!r} and this write has "
+                            f"nowhere to keep them: {first}")
+        new = self.store.save(batch_id, refused)
+        log.warning("speedlayer: %s: %d row(s) too large for %s in batch %d (%d not seen before), kept as dead letters "
+                    "in %s; first: %s", self.output, len(refused), self.what, batch_id, new, self.store.folder, first)
+
+
+def _transient_codes() -> tuple:
+    try:
+        from confluent_kafka import KafkaError
+    except ImportError:
+        return ()
+    return (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
+            KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+            KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.CONCURRENT_TRANSACTIONS, KafkaError.UNSTABLE_OFFSET_COMMIT)
+
+
+_TRANSIENT = _transient_codes()
