@@ -41,11 +41,13 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
+    from speedlayer.sinks.delta import DELTA_CONF, delta_package
     from speedlayer.sources.kafka_connector import connector_package
     from speedlayer.testing import local_session
 
-    # Spark's Kafka connector, as a run that reads kafka:// adds it (from Maven's local repository or Maven Central)
-    session = local_session(log_file=tmp_path_factory.mktemp("spark-log") / "spark.log", packages=[connector_package()])
+    # Spark's Kafka connector and Delta Lake, as a run that reads kafka:// or writes delta: adds them
+    session = local_session(log_file=tmp_path_factory.mktemp("spark-log") / "spark.log", conf=DELTA_CONF,
+                            packages=[connector_package(), delta_package()])
     yield session
     session.stop()
 

@@ -92,8 +92,10 @@ def check_sliding(prefix: str, pings, closed_by: datetime) -> None:
         assert float(row["avg_speed_kmh"]) == pytest.approx(want["avg_speed_kmh"], rel=1e-9), vehicle
 
 
-def check_congestion(spark, path: Path, pings, closed_by: datetime) -> None:
-    table = [r.asDict() for r in spark.read.parquet(str(path)).collect()]  # through _spark_metadata: committed files
+def check_congestion(spark, path: Path, pings, closed_by: datetime, fmt: str = "parquet") -> None:
+    """The congestion rows a table holds (parquet: through _spark_metadata, delta: through its log: committed
+    files only) against the oracle, each window and zone once."""
+    table = [r.asDict() for r in spark.read.format(fmt).load(str(path)).collect()]
     got = {(r["window_start"], r["zone_id"]): r for r in table}
     expected = oracle.congestion(pings, closed_by)
     assert len(table) == len(got) == len(expected) > 0

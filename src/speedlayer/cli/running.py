@@ -95,6 +95,7 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
         errors.print(f"note: {exposed}", soft_wrap=True)
     spark = build_session(settings.master, settings.conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
                           spark_ui=settings.spark_ui, ship=settings.ship, packages=plan.spark_packages(),
+                          connector_conf=plan.spark_conf(),
                           announce=lambda line: errors.print(f"note: {line}", soft_wrap=True))
 
     view = LiveView(console) if live else None

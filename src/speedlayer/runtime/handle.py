@@ -206,7 +206,8 @@ def _session(spark, plan: RunPlan) -> tuple[Any, bool]:
         return active, False
     session = build_session(settings.master, settings.conf, app_name=f"speedlayer-{plan.job.name}",
                             log_file=plan.state_dir / "spark.log", spark_ui=settings.spark_ui, ship=settings.ship,
-                            packages=plan.spark_packages(), announce=lambda line: log.info("speedlayer: %s", line))
+                            packages=plan.spark_packages(), connector_conf=plan.spark_conf(),
+                            announce=lambda line: log.info("speedlayer: %s", line))
     return session, True
 
 

@@ -98,10 +98,16 @@ class RunPlan:
             self.lock.release()
             self.lock = None
 
+    def _connectors(self) -> list:
+        return [self.source, *self.inputs.values(), *(qp.sink for qp in self.queries)]
+
     def spark_packages(self) -> list[str]:
         """The Maven coordinates the run's connectors need in its Spark session, each once."""
-        connectors = [self.source, *self.inputs.values(), *(qp.sink for qp in self.queries)]
-        return list(dict.fromkeys(p for connector in connectors for p in connector.spark_packages()))
+        return list(dict.fromkeys(p for connector in self._connectors() for p in connector.spark_packages()))
+
+    def spark_conf(self) -> dict[str, str]:
+        """The session settings the run's connectors need (``Sink.spark_conf``)."""
+        return {k: v for connector in self._connectors() for k, v in connector.spark_conf().items()}
 
     def first_source(self, output: Output) -> Source:
         """The source an output's query reads first (``--max-events`` counts its events)."""

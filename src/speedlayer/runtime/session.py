@@ -181,6 +181,27 @@ def add_packages(conf: Mapping[str, str], packages: Sequence[str]) -> tuple[dict
     return conf, added
 
 
+#: settings that hold a comma-separated list, to which a connector's entries are added
+LIST_SETTINGS = ("spark.sql.extensions",)
+
+
+def add_connector_conf(conf: Mapping[str, str], needed: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with the settings connectors need (``Sink.spark_conf``): a list setting gets the entries it
+    lacks, any other is set where the user did not set it.
+
+    >>> add_connector_conf({"spark.sql.extensions": "a.Ext"}, {"spark.sql.extensions": "b.Ext", "k": "v"})
+    {'spark.sql.extensions': 'a.Ext,b.Ext', 'k': 'v'}
+    """
+    conf = dict(conf)
+    for key, value in needed.items():
+        if key in LIST_SETTINGS and conf.get(key):
+            have = [v.strip() for v in conf[key].split(",") if v.strip()]
+            conf[key] = ",".join(have + [v for v in value.split(",") if v not in have])
+        else:
+            conf.setdefault(key, value)
+    return conf
+
+
 def _unresolved(packages: list[str]) -> EnvironmentProblem:
     return EnvironmentProblem(
         f"Spark could not fetch {', '.join(packages)} (spark.jars.packages; its messages are above): without network "
@@ -203,19 +224,21 @@ def build_session(
     ship: str = "auto",
     announce: Callable[[str], None] | None = None,
     packages: Sequence[str] = (),
+    connector_conf: Mapping[str, str] | None = None,
 ):
     """A SparkSession with speedlayer's defaults under ``conf``; in local mode it listens on loopback only.
 
     On a cluster master, ``ship`` says what executors get (``speedlayer.runtime.shipping``): ``auto`` packs
     speedlayer and its packages, ``none`` nothing, else the path of an archive. ``packages`` are the
     Maven coordinates the run's connectors need (``add_packages``); Spark fetches them and gives them
-    to executors too. ``announce`` is given the one line that says what is shipped or added.
+    to executors too; ``connector_conf`` are the settings they need (``add_connector_conf``).
+    ``announce`` is given the one line that says what is shipped or added.
 
     >>> spark = build_session("local[2]", {"spark.ui.enabled": "false"})  # doctest: +SKIP
     """
     check_java()
     check_master(master)
-    conf, added = add_packages(conf or {}, packages)
+    conf, added = add_packages(add_connector_conf(conf or {}, connector_conf or {}), packages)
     if announce and added:
         announce(f"adding {', '.join(added)} to the Spark session (spark.jars.packages; "
                  "Maven's local repository first, then Maven Central)")

@@ -23,8 +23,9 @@ BUILTIN_SINKS = {
     "redis": "speedlayer.sinks.redis:RedisSink",
     "kafka": "speedlayer.sinks.kafka:KafkaSink",
     "spark-kafka": "speedlayer.sinks.kafka:SparkKafkaSink",
+    "delta": "speedlayer.sinks.delta:DeltaSink",
 }
-EXAMPLES = ("console:, parquet:out/windows, parquet:///abs/dir, memory:table, "
+EXAMPLES = ("console:, parquet:out/windows, parquet:///abs/dir, delta:out/alerts, memory:table, "
             "postgresql://user:pass@host:5432/db?table=NAME, mysql://user:pass@host:3306/db?table=NAME, "
             "redis://host:6379/0?prefix=fleet, kafka://host:9092/topic, spark-kafka://host:9092/topic")
 

@@ -102,6 +102,10 @@ class Sink(ABC):
         them to ``spark.jars.packages`` before the session starts."""
         return []
 
+    def spark_conf(self) -> dict[str, str]:
+        """Session settings it needs (e.g. Delta's SQL extension), added where the user set none."""
+        return {}
+
     def check_session(self, spark: SparkSession) -> None:
         """Fail before start when the session lacks something this sink needs (e.g. a connector jar)."""
 

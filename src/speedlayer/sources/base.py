@@ -51,6 +51,10 @@ class Source(ABC):
         them to ``spark.jars.packages`` before the session starts."""
         return []
 
+    def spark_conf(self) -> dict[str, str]:
+        """Session settings it needs (e.g. Delta's SQL extension), added where the user set none."""
+        return {}
+
     def batch_committed(self, query: str, progress_sources: list[dict]) -> None:
         """A batch of ``query`` committed; ``progress_sources`` are the ``sources`` of its progress report.
 
