@@ -131,7 +131,7 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
         run.start()
         also = "".join(f" ({name} from {source.describe()})" for name, source in plan.inputs.items())
         errors.print(f"running {plan.job.name} from {plan.source.describe()}{also}: "
-                     + ", ".join(f"{q.output.name} -> {q.sink.describe()} ({q.mode})" for q in plan.queries),
+                     + ", ".join(f"{q.output.name} -> {q.sink.describe()} ({q.mode}, {q.sink.guarantee})" for q in plan.queries),
                      soft_wrap=True)
         summary = run.wait()
     finally:
