@@ -32,7 +32,7 @@ from speedlayer.core.uris import mask_secrets
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.progress import DURATION_BUCKETS
 from speedlayer.monitor.prometheus import metrics_registry
-from speedlayer.sources.base import partitions_behind
+from speedlayer.sources.base import partition_lag
 
 if TYPE_CHECKING:
     from speedlayer.runtime.run import Run
@@ -112,8 +112,8 @@ def run_state(run: Run, feed: ResultsFeed | None, zones: list | None = None) -> 
             "batches": t.batches if t else 0, "input_rows": t.input_rows if t else 0,
             "watermark": t.watermark if t else None, "totals": dict(t.totals) if t else {},
             "latest": latest, "series": _series(run.tracker.series(qp.name)[-SERIES:]),
-            "partition_lag": {f"{topic}/{partition}": behind for entry in (t.sources if t else [])
-                              for (topic, partition), behind in sorted(partitions_behind(entry).items())},
+            "partition_lag": {f"{topic}/{partition}": behind
+                              for (topic, partition), behind in partition_lag(t.sources if t else []).items()},
             "duration_hist": {"buckets": [b if b != float("inf") else None for b in DURATION_BUCKETS],
                               "counts": list(t.duration_counts) if t else []},
         })

@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from speedlayer.monitor.executors import ExecutorWatch
 from speedlayer.monitor.progress import DURATION_BUCKETS, ProgressTracker
-from speedlayer.sources.base import partitions_behind
+from speedlayer.sources.base import partition_lag
 
 if TYPE_CHECKING:
     pass
@@ -136,9 +136,8 @@ def _add_latest(f: dict[str, Metric], labels: list[str], q) -> None:
         f["state_mem"].add_metric(labels + [f"{i}:{op.name}"], op.memory_bytes)
     if m.source_lag is not None:
         f["source_lag"].add_metric(labels, m.source_lag)
-    for entry in q.sources:
-        for (topic, partition), behind in sorted(partitions_behind(entry).items()):
-            f["partition_lag"].add_metric(labels + [topic, partition], behind)
+    for (topic, partition), behind in partition_lag(q.sources).items():
+        f["partition_lag"].add_metric(labels + [topic, partition], behind)
 
 
 def metrics_registry(job: str, tracker: ProgressTracker, executors: ExecutorWatch | None = None) -> CollectorRegistry:

@@ -22,6 +22,7 @@ from typing import Any
 from speedlayer.core.errors import ConfigError
 from speedlayer.runtime.manifest import MANIFEST
 from speedlayer.runtime.shared import SHARED_CHECKPOINT, recorded_outputs
+from speedlayer.sources.base import end_offsets
 
 
 @dataclass
@@ -142,8 +143,7 @@ def kafka_lag(state_dir: Path, statuses: list[CheckpointStatus], timeout_s: floa
         return {}
     if not str(source).startswith("kafka://"):
         return {}
-    committed = {s.name: {(topic, int(part)): int(off) for entry in s.offsets if isinstance(entry, dict)
-                          for topic, parts in entry.items() if isinstance(parts, dict) for part, off in parts.items()}
+    committed = {s.name: {tp: off for entry in s.offsets for tp, off in end_offsets({"endOffset": entry}).items()}
                  for s in statuses}
     try:
         from speedlayer.core.uris import parse_uri

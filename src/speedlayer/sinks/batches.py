@@ -268,14 +268,20 @@ class BatchFunction:
         reached("written", batch_id, self.connector.what)
 
     def _keep_refused(self, batch_id: int) -> None:
-        count, what, first = len(self.last_refused), self.connector.what, self.last_refused[0][1]
-        if self.store is None:
-            raise SinkError(f"{what} refused {count} row(s) of output {self.output!r} and this write has nowhere to keep "
-                            f"them: {first}")
-        new = self.store.save(batch_id, self.last_refused)
-        log.warning("speedlayer: %s: %d row%s refused by %s in batch %d (%d not seen before), kept as dead letters in "
-                    "%s; first: %s", self.output, count, "" if count == 1 else "s", what, batch_id, new,
-                    self.store.folder, first)
+        keep_refused(self.store, self.last_refused, batch_id, self.output, self.connector.what)
+
+
+def keep_refused(store: RejectStore | None, refused: list[tuple[str, str, str]], batch_id: int, output: str,
+                 what: str) -> None:
+    """Keep rows a destination refused (payload, reason, offset) as the run's dead letters, with one warning;
+    without a ``store`` they fail the batch in one line."""
+    count, first = len(refused), refused[0][1]
+    if store is None:
+        raise SinkError(f"{what} refused {count} row(s) of output {output!r} and this write has nowhere to keep "
+                        f"them: {first}")
+    new = store.save(batch_id, refused)
+    log.warning("speedlayer: %s: %d row%s refused by %s in batch %d (%d not seen before), kept as dead letters in "
+                "%s; first: %s", output, count, "" if count == 1 else "s", what, batch_id, new, store.folder, first)
 
 
 #: How Spark recognises a foreachBatch function interrupted by ``query.stop()`` (its regex

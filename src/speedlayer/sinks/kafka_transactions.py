@@ -26,7 +26,7 @@ from typing import Any
 
 from speedlayer.core.errors import SinkError
 from speedlayer.core.faults import reached
-from speedlayer.sinks.batches import one_line, pauses
+from speedlayer.sinks.batches import keep_refused, one_line, pauses
 from speedlayer.sources.kafka import kafka_client, quiet, security_settings
 
 log = logging.getLogger("speedlayer.sinks")
@@ -134,7 +134,8 @@ class Transactions:
                                        f"({limit:,})", key or ""))
             else:
                 records.append((key, value))
-        self._keep_refused(batch_id, refused)
+        if refused:
+            keep_refused(self.store, refused, batch_id, self.output, self.what)
         self._attempt(lambda: self._write(records, batch_id))
         self._committed = batch_id
         self.last_rows, self.last_refused = len(records), refused
@@ -206,18 +207,6 @@ class Transactions:
                 pause = min(next(waits), max(self.retry_for_s - elapsed, 0.05))
                 log.warning("speedlayer: %s failed (%s); retrying in %.1fs", self.what, reason, pause)
                 time.sleep(pause)
-
-    def _keep_refused(self, batch_id: int, refused: list[tuple[str, str, str]]) -> None:
-        if not refused:
-            return
-        first = refused[0][1]
-        if self.store is None:
-            raise SinkError(f"{self.what} cannot take {len(refused)} row(s) of output {self.output!r} and this write has "
-                            f"nowhere to keep them: {first}")
-        new = self.store.save(batch_id, refused)
-        log.warning("speedlayer: %s: %d row(s) too large for %s in batch %d (%d not seen before), kept as dead letters "
-                    "in %s; first: %s", self.output, len(refused), self.what, batch_id, new, self.store.folder, first)
-
 
 def _transient_codes() -> tuple:
     try:

@@ -144,6 +144,11 @@ def partitions_behind(progress_source: dict) -> dict[tuple[str, str], int]:
         return {}
 
 
+def partition_lag(progress_sources: list[dict]) -> dict[tuple[str, str], int]:
+    """``partitions_behind`` over every source of a progress report, in topic and partition order."""
+    return dict(sorted((k, v) for entry in progress_sources for k, v in partitions_behind(entry).items()))
+
+
 def offsets_behind(progress_source: dict) -> int | None:
     """Sum of ``partitions_behind`` over partitions; None when the offsets are not nested that way.
 
