@@ -86,6 +86,13 @@ def zone_of(ping: Ping, table: list[dict]) -> dict:
                 and float(z["min_lon"]) <= ping.lon <= float(z["max_lon"]))
 
 
+def kafka_pings(records) -> list[Ping]:
+    """The pings of Kafka records (``value``, ``timestamp_ms``: the ingest time), each event once, bad ones left out."""
+    parsed = (parse(r.value, datetime.fromtimestamp(r.timestamp_ms / 1000, timezone.utc).replace(tzinfo=None))
+              for r in records)
+    return first_copies([p for p in parsed if p is not None])
+
+
 def first_copies(pings: list[Ping]) -> list[Ping]:
     """Each event once (re-sent copies are byte for byte the same in the generator's data)."""
     seen, kept = set(), []

@@ -78,9 +78,7 @@ def test_sigkill_at_every_phase_writes_every_output_once(spark, kafka, postgres_
         commits = batch_ids(checkpoints / output / "commits")
         assert commits == set(range(max(commits) + 1)) and commits >= {b for _, b in PHASES}, (output, sorted(commits))
 
-    pings = oracle.first_copies([p for p in (
-        oracle.parse(r.value, datetime.fromtimestamp(r.timestamp_ms / 1000, timezone.utc).replace(tzinfo=None))
-        for r in inputs) if p is not None])
+    pings = oracle.kafka_pings(inputs)
     expected = oracle.alerts(pings)
     written = kafka.read(alerts)
     assert len(expected) > 100

@@ -238,7 +238,7 @@ def test_records_deleted_before_they_were_read_are_named_and_the_loss_can_be_acc
     assert _alert_ids(spark, tmp_path / "out") == sorted([f"e{i}" for i in range(10)] + [f"e{i}" for i in range(30, 40)])
 
 
-def test_a_topic_deleted_and_recreated_under_a_run_is_named(spark, kafka, tmp_path):
+def test_a_topic_deleted_and_recreated_between_runs_is_named(spark, kafka, tmp_path):
     from speedlayer.core.errors import QueryFailedError
     from speedlayer.runtime.run import Run
 
@@ -254,3 +254,66 @@ def test_a_topic_deleted_and_recreated_under_a_run_is_named(spark, kafka, tmp_pa
     with pytest.raises(QueryFailedError, match=f"Kafka topic {topic} partition 0 now ends at offset 5, before offset 40 "
                                                "this run had read up to: the topic was deleted and recreated"):
         Run(spark, plan_run(settings)).start_and_wait()
+
+
+@pytest.mark.timeout(300)
+def test_a_topic_deleted_and_recreated_under_a_running_job_is_named(spark, kafka, tmp_path):
+    import re
+    import threading
+    import time
+
+    from speedlayer.core.errors import QueryFailedError
+    from speedlayer.runtime.run import Run
+
+    topic = kafka.create(partitions=1)
+    kafka.produce(topic, _pings(40))
+    run = Run(spark, plan_run(RunSettings(job="fleet", source=f"kafka://{kafka.bootstrap}/{topic}?startingOffsets=earliest",
+                                          sinks={"alerts": f"parquet:{tmp_path / 'out'}"}, trigger="processing:1s",
+                                          state_dir=str(tmp_path / "st"))))
+    run.start()
+    outcome: list[BaseException | None] = []
+    waiter = threading.Thread(target=lambda: outcome.append(_raised(run.wait)), daemon=True)
+    waiter.start()
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "st" / "checkpoints" / "alerts" / "commits" / "0").exists():
+        assert time.monotonic() < deadline and not outcome, f"no first batch: {outcome}"
+        time.sleep(0.2)
+    assert _alert_ids(spark, tmp_path / "out") == sorted(f"e{i}" for i in range(40))
+    kafka.delete(topic)  # under the running job, then back with fewer records than it had read
+    kafka.recreate(topic, partitions=1)
+    kafka.produce(topic, _pings(5, 100))
+    waiter.join(120)
+    assert outcome, "the run went on reading a recreated topic"
+    error = outcome[0]
+    assert isinstance(error, QueryFailedError), error
+    # Which of Spark's two reports comes depends on whether a trigger fell between the delete and the
+    # recreate: the partition gone, or its offsets gone back. Both name the topic, partition and the fix.
+    message = str(error)
+    assert re.search(f"Kafka topic {topic} partition 0 (now ends at offset 5, before offset 40|was deleted while this "
+                     "run was reading it)", message), message
+    assert "add failOnDataLoss=false to the kafka:// URI" in message and "\n" not in message
+
+
+def _raised(call) -> BaseException | None:
+    try:
+        call()
+    except BaseException as exc:  # noqa: BLE001 — handed to the test's thread
+        return exc
+    return None
+
+
+def test_client_settings_kafka_refuses_are_one_line_naming_the_setting(spark, kafka, tmp_path):
+    from speedlayer.core.errors import QueryFailedError
+    from speedlayer.runtime.run import Run
+
+    topic = kafka.create(partitions=1)
+    kafka.produce(topic, _pings(3))
+    settings = RunSettings(job="fleet", source=f"kafka://{kafka.bootstrap}/{topic}?startingOffsets=earliest"
+                                               "&kafka.default.api.timeout.ms=1000",  # below request.timeout.ms
+                           sinks={"alerts": f"parquet:{tmp_path / 'out'}"}, trigger="available-now",
+                           state_dir=str(tmp_path / "st"))
+    with pytest.raises(QueryFailedError) as err:
+        Run(spark, plan_run(settings)).start_and_wait()
+    message = str(err.value)
+    assert "Kafka's client refused the kafka. settings of the source: " in message and "default.api.timeout.ms" in message
+    assert message.endswith("fix the kafka.<setting> options of the kafka:// URI") and "\n" not in message

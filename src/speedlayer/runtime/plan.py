@@ -109,6 +109,11 @@ class RunPlan:
         """The session settings the run's connectors need (``Sink.spark_conf``)."""
         return {k: v for connector in self._connectors() for k, v in connector.spark_conf().items()}
 
+    def explain_failure(self, text: str) -> str | None:
+        """The first of the run's sources that recognises a query failure, in its own one line."""
+        return next((line for source in [self.source, *self.inputs.values()]
+                     if (line := source.explain_failure(text))), None)
+
     def first_source(self, output: Output) -> Source:
         """The source an output's query reads first (``--max-events`` counts its events)."""
         return self.inputs[output.dead_letters_of] if output.dead_letters_of else self.source

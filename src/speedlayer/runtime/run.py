@@ -290,7 +290,7 @@ class Run:
                     self._restarted(side)
                 if failed is not None:
                     error = failed.exception()
-                    line = first_line(error, self.written_places().get(failed.name, ()))
+                    line = first_line(error, self.written_places().get(failed.name, ()), self.plan.explain_failure)
                     raise QueryFailedError(f"query {failed.name} failed: {line}") from error
                 if all(not q.isActive for q in self.queries):
                     if any(q.exception() is not None for q in self.queries):
@@ -310,7 +310,8 @@ class Run:
             stop_errors = self._stop_all()
             save_report(self.plan.state_dir, self.executors.poll(force=True), running=False)
             self.plan.unlock_state()
-        raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by, self.written_places())
+        raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by, self.written_places(),
+                                       self.plan.explain_failure)
         summary = self.summary(stopped_by)
         if self.plan.state_dir.is_dir():
             with told_when_full(self.plan.state_dir):

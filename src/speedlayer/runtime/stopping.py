@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from speedlayer.core.errors import QueryFailedError
 from speedlayer.runtime.checkpoints import damaged_log, disk_full, other_state_layout
 from speedlayer.sinks.batches import sink_error_message
-from speedlayer.sources.kafka import data_loss
 
 #: longest a graceful stop waits for in-flight batches before interrupting them
 STOP_TIMEOUT_S = 120
@@ -33,11 +32,13 @@ RESTARTABLE = {
 TRACEBACK = "Traceback (most recent call last):"
 
 
-def first_line(error: BaseException, places: Iterable[Path] = ()) -> str:
+def first_line(error: BaseException, places: Iterable[Path] = (),
+               explain: Callable[[str], str | None] = lambda text: None) -> str:
     """What went wrong, in one line: a speedlayer error raised inside Spark, else the first line.
 
     ``places`` are the directories the failed query writes to (its checkpoint, a file sink's path):
-    a full disk is told by naming the full one. A first line that opens a Python traceback (a
+    a full disk is told by naming the full one. ``explain`` gives the line for failures a source
+    recognises (``RunPlan.explain_failure``). A first line that opens a Python traceback (a
     Python worker's error) ends with the traceback's exception instead.
 
     >>> first_line(RuntimeError("boom\\n  at Spark..."))
@@ -50,7 +51,7 @@ def first_line(error: BaseException, places: Iterable[Path] = ()) -> str:
         return ours
     text = getattr(error, "desc", None) or str(error)
     known = (damaged_log(str(text)) or disk_full(f"{text}\n{_causes(error)}", places)
-             or other_state_layout(str(text), places) or data_loss(str(text)))
+             or other_state_layout(str(text), places) or explain(f"{text}\n{_causes(error)}"))
     if known:
         return known
     for line in str(text).splitlines():
@@ -149,7 +150,8 @@ def _note_failure(query: Any, errors: dict[str, BaseException]) -> None:
 
 
 def raise_if_failed_while_stopping(queries: Iterable[Any], stop_errors: dict[str, BaseException], stopped_by: str,
-                                   places: Mapping[str, list[Path]] | None = None) -> None:
+                                   places: Mapping[str, list[Path]] | None = None,
+                                   explain: Callable[[str], str | None] = lambda text: None) -> None:
     """A query whose last batch failed while the run was stopping fails the run, like any other failure.
 
     >>> raise_if_failed_while_stopping([], {}, "stop requested")
@@ -157,5 +159,5 @@ def raise_if_failed_while_stopping(queries: Iterable[Any], stop_errors: dict[str
     for query in queries:
         error = stop_errors.get(query.name)
         if error is not None:
-            line = first_line(error, (places or {}).get(query.name, ()))
+            line = first_line(error, (places or {}).get(query.name, ()), explain)
             raise QueryFailedError(f"query {query.name} failed while stopping ({stopped_by}): {line}") from error

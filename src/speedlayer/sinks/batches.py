@@ -89,6 +89,7 @@ def pauses(first: float = FIRST_PAUSE_S, cap: float = MAX_PAUSE_S) -> Iterator[f
 
 def retrying(action: Callable[[], T], *, transient: Callable[[BaseException], bool], retry_for_s: float,
              what: str, secret: str | None = None, on_failure: Callable[[], None] = lambda: None,
+             server: str = "server",
              sleep: Callable[[float], None] = time.sleep,
              timed_out: Callable[[BaseException], str | None] = lambda exc: None) -> T:
     """Run ``action``; on a transient error call ``on_failure``, pause and try again for up to ``retry_for_s``.
@@ -119,7 +120,7 @@ def retrying(action: Callable[[], T], *, transient: Callable[[BaseException], bo
                                 f"{advice}") from None
             if elapsed >= retry_for_s:
                 raise SinkError(f"lost {what} for {elapsed:.0f}s (retry_for={retry_for_s:g}s): {reason}; "
-                                "start the server, then restart the run (the batch is replayed from the checkpoint)") from None
+                                f"start the {server}, then restart the run (the batch is replayed from the checkpoint)") from None
             pause = min(next(waits), max(retry_for_s - elapsed, 0.05))
             log.warning("speedlayer: %s failed (%s); retrying in %.1fs", what, reason, pause)
             sleep(pause)

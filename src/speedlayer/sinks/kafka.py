@@ -12,7 +12,8 @@ windows, the source offset for dead letters), partitioned as Kafka's Java client
 
 ``kafka.``-prefixed settings go to the producer as given: librdkafka's names for ``kafka://``
 (``kafka.compression.type``, ``kafka.security.protocol``, ``kafka.sasl.*``...), the Java client's for
-``spark-kafka://``; secrets are masked when printed.
+``spark-kafka://``; secrets are masked when printed. ``kafka://`` also takes ``retry_for`` (120s): how
+long a batch waits for a lost broker before the query fails.
 
     --sink alerts='kafka://localhost:9092/fleet-alerts?kafka.compression.type=lz4'
 
@@ -30,10 +31,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.types import StructType
 
+from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError, SinkError
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
-from speedlayer.core.uris import Uri
+from speedlayer.core.uris import Uri, parse_options
 from speedlayer.sinks.base import AT_LEAST_ONCE, EXACTLY_ONCE, Sink, Target
+from speedlayer.sinks.batches import RetryOptions
 from speedlayer.sinks.kafka_transactions import Transactions, last_batch, marker_group
 from speedlayer.sinks.rejects import RejectStore
 from speedlayer.sources.kafka import check_brokers, is_secret, kafka_client, parse_brokers
@@ -78,6 +81,8 @@ class SparkKafkaSink(Sink):
     modes = (APPEND, UPDATE, COMPLETE)
     supports_continuous = True
     supports_realtime = True
+    #: options of the sink itself, beside the producer's kafka.<setting> ones
+    own_options: tuple[str, ...] = ()
 
     def __init__(self, uri: Uri):
         super().__init__(uri)
@@ -87,12 +92,15 @@ class SparkKafkaSink(Sink):
             raise ConfigError(f"{uri.display}: name one topic after the brokers, e.g. {self.scheme}://localhost:9092/"
                               "fleet-alerts (letters, digits, '.', '_', '-')")
         for option in uri.options:
+            if option in self.own_options:
+                continue
             if not option.startswith("kafka."):
-                raise ConfigError(f"{self.scheme}: sink has no option {option!r}; it takes kafka.<producer setting> "
-                                  "options only")
+                takes = "".join(f"{o}, " for o in self.own_options)
+                raise ConfigError(f"{self.scheme}: sink has no option {option!r}; it takes {takes}kafka.<producer "
+                                  "setting> options only")
             if option in _REFUSED:
                 raise ConfigError(f"{self.scheme}: sink option {option!r} cannot be set: {_REFUSED[option]}")
-        self.client_options = dict(uri.options)
+        self.client_options = {k: v for k, v in uri.options.items() if k not in self.own_options}
 
     def describe(self) -> str:
         settings = [f"{k}={'***' if is_secret(k) else v}" for k, v in sorted(self.client_options.items())]
@@ -132,11 +140,14 @@ class KafkaSink(SparkKafkaSink):
     writes_batches = True
     #: what to use where it cannot run (continuous and real-time modes)
     instead = "spark-kafka:// (Spark's own Kafka sink, at-least-once)"
+    own_options = ("retry_for",)
 
     def __init__(self, uri: Uri):
         super().__init__(uri)
         kafka_client()  # the ImportError names the extra now, not at the first batch
         self.settings = {k.removeprefix("kafka."): v for k, v in self.client_options.items()}
+        retry = parse_options(RetryOptions, {k: v for k, v in uri.options.items() if k in self.own_options}, "kafka://")
+        self.retry_for_s = parse_duration(retry.retry_for, "retry_for") / 1000
         self.fresh_checkpoint = False
 
     def spark_packages(self) -> list[str]:
@@ -157,7 +168,8 @@ class KafkaSink(SparkKafkaSink):
 
     def batch_function(self, schema: StructType, target: Target) -> Transactions:
         group = marker_group(target.job, target.output, self.topic)
-        transactions = Transactions(",".join(self.brokers), self.topic, group, self.settings, output=target.output,
+        transactions = Transactions(",".join(self.brokers), self.topic, group, self.settings, self.retry_for_s,
+                                    output=target.output,
                                     store=RejectStore(Path(target.rejected), target.output) if target.rejected else None)
         if self.fresh_checkpoint:
             self._refuse_another_runs_topic(group)

@@ -20,13 +20,14 @@ the run (``Target.rejected``), like a row a database refuses.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from speedlayer.core.errors import SinkError
 from speedlayer.core.faults import reached
-from speedlayer.sinks.batches import keep_refused, one_line, pauses
+from speedlayer.sinks.batches import keep_refused, retrying
 from speedlayer.sources.kafka import kafka_client, quiet, security_settings
 
 log = logging.getLogger("speedlayer.sinks")
@@ -96,6 +97,11 @@ class Transactions:
                 "transaction.timeout.ms": 300_000, "partitioner": "murmur2_random", "linger.ms": 5,
                 "socket.connection.setup.timeout.ms": 5000, **self.settings}
 
+    @property
+    def call_timeout_s(self) -> float:
+        """How long one call to the broker may take: 30 s, or less where ``retry_for`` is shorter."""
+        return min(30.0, max(5.0, self.retry_for_s))
+
     def max_bytes(self) -> int:
         return int(self.settings.get("message.max.bytes", DEFAULT_MAX_BYTES))
 
@@ -104,8 +110,9 @@ class Transactions:
         the last batch id committed (no transaction of this id is pending any more)."""
         kafka = kafka_client()
         producer = kafka.Producer(self._config(), logger=quiet())
-        producer.init_transactions(30)
-        self._committed, self._metadata = last_batch(self.brokers, self.topic, self.group, self.settings)
+        producer.init_transactions(self.call_timeout_s)
+        self._committed, self._metadata = last_batch(self.brokers, self.topic, self.group, self.settings,
+                                                     self.call_timeout_s)
         self._producer = producer
 
     def committed_batch(self) -> int:
@@ -144,11 +151,12 @@ class Transactions:
     def _write(self, records: list[tuple[str | None, str]], batch_id: int) -> None:
         kafka = kafka_client()
         producer = self._producer
-        failures: list[str] = []
+        failures: list = []
+        timeout = self.call_timeout_s
 
         def delivered(error, message) -> None:  # noqa: ARG001
             if error is not None:
-                failures.append(error.str())
+                failures.append(error)
 
         producer.begin_transaction()
         try:
@@ -158,16 +166,18 @@ class Transactions:
                         producer.produce(self.topic, value=value, key=key, on_delivery=delivered)
                         break
                     except BufferError:  # the local queue is full: let librdkafka send
-                        producer.poll(0.1)
+                        _delivered(producer, failures, timeout)
                 if n == 0:
                     reached("mid-write", batch_id, self.what)
-            producer.flush(60)
-            if failures:
-                raise SinkError(f"{self.what} refused a record: {failures[0]}")
+            _delivered(producer, failures, timeout)
             offsets = [kafka.TopicPartition(self.topic, 0, batch_id + 1)]
-            producer.send_offsets_to_transaction(offsets, self._metadata, 30)
+            _within(timeout, lambda: producer.send_offsets_to_transaction(offsets, self._metadata, timeout),
+                    "recording the batch id in the transaction")
             reached("partition-written", batch_id, self.what)
-            producer.commit_transaction(60)
+            producer.commit_transaction(timeout)
+        except _Stuck:
+            self._producer = None  # still inside a call: not to be used again; the next producer fences it
+            raise
         except BaseException:
             self._abort()
             raise
@@ -175,38 +185,82 @@ class Transactions:
     def _abort(self) -> None:
         """Abort the open transaction; where that fails too, drop the producer (the next one fences it)."""
         try:
-            self._producer.abort_transaction(30)
+            self._producer.abort_transaction(self.call_timeout_s)
         except Exception:  # noqa: BLE001 — a broken producer is replaced on the next attempt
             self._producer = None
 
     def _attempt(self, action):
         """Run ``action``; a retriable Kafka error starts a new producer and tries again for ``retry_for_s``."""
         kafka = kafka_client()
-        started, waits = time.monotonic(), pauses()
-        while True:
+
+        def attempt():
             try:
                 if self._producer is None:
                     self._start()
                 return action()
             except kafka.KafkaException as exc:
                 error = exc.args[0]
-                reason = error.str() if hasattr(error, "str") else one_line(exc)
                 if error.code() in (kafka.KafkaError._FENCED, kafka.KafkaError.PRODUCER_FENCED,
                                     kafka.KafkaError.INVALID_PRODUCER_EPOCH):
                     raise SinkError(f"another writer took over transactional id {self.group!r} of {self.what}: "
                                     "two runs write this output to this topic; stop one of them") from None
                 retriable = error.retriable() or error.txn_requires_abort() or error.code() in _TRANSIENT
-                elapsed = time.monotonic() - started
-                if not retriable:
-                    raise SinkError(f"{self.what} refused the write: {reason}") from None
-                if elapsed >= self.retry_for_s:
-                    raise SinkError(f"lost {self.what} for {elapsed:.0f}s (retry_for={self.retry_for_s:g}s): {reason}; "
-                                    "start the broker, then restart the run (the batch is replayed from the "
-                                    "checkpoint)") from None
-                self._producer = None  # a new producer fences this one and aborts what it left open
-                pause = min(next(waits), max(self.retry_for_s - elapsed, 0.05))
-                log.warning("speedlayer: %s failed (%s); retrying in %.1fs", self.what, reason, pause)
-                time.sleep(pause)
+                raise _Failed(error.str(), retriable) from None
+
+        def new_producer() -> None:
+            self._producer = None  # a new producer fences this one and aborts what it left open
+
+        return retrying(attempt, transient=lambda exc: getattr(exc, "transient", False), retry_for_s=self.retry_for_s,
+                        what=self.what, on_failure=new_producer, server="broker")
+
+
+def _delivered(producer, failures: list, timeout_s: float) -> None:
+    """Wait until what was produced is delivered; the first failed delivery, or what is left after
+    ``timeout_s``, is raised (the broker's own error: ``_attempt`` tells a refusal from an outage)."""
+    left = producer.flush(timeout_s)
+    if failures:
+        raise kafka_client().KafkaException(failures[0])
+    if left:
+        raise _Failed(f"{left:,} records not delivered within {timeout_s:g}s", transient=True)
+
+
+class _Failed(Exception):
+    """A Kafka call that failed, and whether a new producer may succeed where it did."""
+
+    def __init__(self, reason: str, transient: bool) -> None:
+        super().__init__(reason)
+        self.transient = transient
+
+
+class _Stuck(_Failed):
+    """A producer call that outlived its own timeout (the producer is left to the thread that waits in it)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, transient=True)
+
+
+def _within(timeout_s: float, call, what: str) -> None:
+    """``call()``, given ``timeout_s`` plus a grace to return: librdkafka's ``send_offsets_to_transaction``
+    can wait past its timeout for a group coordinator it lost track of while the broker was away.
+    A call still waiting is left to its thread and raises ``_Stuck``, which ``_attempt`` retries
+    with a new producer (whose ``init_transactions`` fences the stuck one and aborts its transaction)."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 — handed back to the caller's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name="speedlayer-kafka-txn", daemon=True)
+    worker.start()
+    worker.join(timeout_s + 5)
+    if not outcome:
+        raise _Stuck(f"{what} took over {timeout_s + 5:g}s")
+    if outcome[0] is not None:
+        raise outcome[0]
+
 
 def _transient_codes() -> tuple:
     try:

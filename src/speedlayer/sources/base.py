@@ -69,6 +69,14 @@ class Source(ABC):
         The runner calls it right after the session starts, before any query.
         """
 
+    def explain_failure(self, text: str) -> str | None:
+        """One line for a query failure this source recognises in Spark's error ``text`` (None: not one of its own).
+
+        Say what happened in the source's terms and what to do, e.g. which records were lost and the
+        option that accepts the loss. The runner shows it instead of Spark's first line.
+        """
+        return None
+
     def shared_paths(self) -> dict[str, Path]:
         """Local directories executors read or write (what -> path); on a cluster each must be shared."""
         return {}

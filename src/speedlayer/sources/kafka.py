@@ -51,6 +51,9 @@ log = logging.getLogger("speedlayer.sources")
 
 _OFFSET_WENT_BACK = re.compile(r"Partition (\S+)-(\d+) offset was changed from (\d+) to (\d+)")
 _UNREADABLE = re.compile(r"Could not read records in offset \[(\d+), (\d+)\) for topic partition (\S+)-(\d+)")
+_DELETED = re.compile(r"Partitions (?:Set\()?([^()]*?)\)? have been deleted")
+_CLIENT_TIMEOUT = re.compile(r"org\.apache\.kafka\.common\.errors\.TimeoutException: ([^\n]*)")
+_CONFIG_REFUSED = re.compile(r"org\.apache\.kafka\.common\.config\.ConfigException: ([^\n]*)")
 _ACCEPT = ("to accept the loss and read on, add failOnDataLoss=false to the kafka:// URI and run again with "
            "--allow-changed-settings")
 
@@ -61,6 +64,8 @@ def data_loss(text: str) -> str | None:
     >>> line = data_loss("Some data may have been lost ... Reason: Partition fastcars-0 offset was changed from 40 to 5.")
     >>> line.split(":")[0], "failOnDataLoss=false" in line
     ('Kafka topic fastcars partition 0 now ends at offset 5, before offset 40 this run had read up to', True)
+    >>> data_loss("... Reason: Partitions Set(fast-cars-1, fast-cars-0) have been deleted.").split(":")[0]
+    'Kafka topic fast-cars partitions 0, 1 were deleted while this run was reading them'
     """
     went_back = _OFFSET_WENT_BACK.search(text)
     if went_back:
@@ -72,7 +77,48 @@ def data_loss(text: str) -> str | None:
         start, end, topic, partition = unreadable.groups()
         return (f"Kafka topic {topic} partition {partition}: records at offsets {start} to {int(end) - 1} were deleted "
                 f"before this run read them (retention, or the topic was recreated); {_ACCEPT}")
+    deleted = _DELETED.search(text)
+    if deleted:
+        by_topic: dict[str, list[int]] = {}
+        for name in deleted.group(1).split(","):
+            topic, _, partition = name.strip().rpartition("-")
+            by_topic.setdefault(topic, []).append(int(partition))
+        where = "; ".join(f"Kafka topic {t} partition{'s' if len(ps) > 1 else ''} {', '.join(map(str, sorted(ps)))}"
+                          for t, ps in by_topic.items())
+        many = sum(map(len, by_topic.values())) > 1
+        return (f"{where} {'were' if many else 'was'} deleted while this run was reading {'them' if many else 'it'}: "
+                f"records not read by then are lost; {_ACCEPT}")
     return None
+
+
+def lost_brokers(text: str, brokers: list[str]) -> str | None:
+    """Spark's Kafka reader giving up on brokers it cannot reach (its client's timeouts, retried
+    ``fetchOffset.numRetries`` times), as one line.
+
+    >>> lost_brokers("org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment. "
+    ...              "Call: listNodes", ["k1:9092"]).split(";")[0]
+    "lost Kafka at k1:9092: Spark's Kafka reader timed out (Timed out waiting for a node assignment. Call: listNodes)"
+    """
+    timed_out = _CLIENT_TIMEOUT.search(text)
+    if not timed_out:
+        return None
+    return (f"lost Kafka at {','.join(brokers)}: Spark's Kafka reader timed out ({timed_out.group(1).strip()}); "
+            "start the broker (or fix the network), then run the same command again: it resumes from the checkpoint")
+
+
+def refused_settings(text: str) -> str | None:
+    """Kafka's client refusing the ``kafka.`` settings it was given, as one line.
+
+    >>> line = refused_settings("Failed to create new KafkaAdminClient ... org.apache.kafka.common.config."
+    ...                         "ConfigException: default.api.timeout.ms must be no smaller than request.timeout.ms.")
+    >>> print(line.split(";")[0])
+    Kafka's client refused the kafka. settings of the source: default.api.timeout.ms must be no smaller than request.timeout.ms
+    """
+    refused = _CONFIG_REFUSED.search(text)
+    if not refused:
+        return None
+    return (f"Kafka's client refused the kafka. settings of the source: {refused.group(1).strip().rstrip('.')}; "
+            "fix the kafka.<setting> options of the kafka:// URI")
 
 
 def lag_group(query: str) -> str:
@@ -234,6 +280,9 @@ class KafkaSource(Source):
 
     def check(self) -> None:
         check_brokers(self.brokers, SourceError)
+
+    def explain_failure(self, text: str) -> str | None:
+        return data_loss(text) or lost_brokers(text, self.brokers) or refused_settings(text)
 
     def spark_packages(self) -> list[str]:
         return [connector_package()]
