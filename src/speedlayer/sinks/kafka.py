@@ -72,15 +72,9 @@ def kafka_records(df: DataFrame, key: tuple[str, ...]) -> DataFrame:
     return df.select(record_key(df, key), F.to_json(F.struct(*df.columns)).alias("value"))
 
 
-class SparkKafkaSink(Sink):
-    """``spark-kafka://host:port[,host:port]/topic?kafka.<producer setting>=...``: Spark's own Kafka sink."""
+class KafkaTopicSink(Sink):
+    """What both Kafka sinks share: brokers and one topic in the URI, ``kafka.<setting>`` options for the producer."""
 
-    scheme = "spark-kafka"
-    summary = "a Kafka topic through Spark's own sink, one JSON message per row"
-    guarantee = AT_LEAST_ONCE
-    modes = (APPEND, UPDATE, COMPLETE)
-    supports_continuous = True
-    supports_realtime = True
     #: options of the sink itself, beside the producer's kafka.<setting> ones
     own_options: tuple[str, ...] = ()
 
@@ -112,6 +106,17 @@ class SparkKafkaSink(Sink):
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         check_brokers(self.brokers, SinkError)
 
+
+class SparkKafkaSink(KafkaTopicSink):
+    """``spark-kafka://host:port[,host:port]/topic?kafka.<producer setting>=...``: Spark's own Kafka sink."""
+
+    scheme = "spark-kafka"
+    summary = "a Kafka topic through Spark's own sink, one JSON message per row"
+    guarantee = AT_LEAST_ONCE
+    modes = (APPEND, UPDATE, COMPLETE)
+    supports_continuous = True
+    supports_realtime = True
+
     def spark_packages(self) -> list[str]:
         return [connector_package()]
 
@@ -129,14 +134,17 @@ class SparkKafkaSink(Sink):
         return writer.format(DATA_SOURCE).options(**self.spark_options()).start()
 
 
-class KafkaSink(SparkKafkaSink):
-    """``kafka://host:port[,host:port]/topic?kafka.<librdkafka setting>=...``: exactly once, by Kafka transactions."""
+class KafkaSink(KafkaTopicSink):
+    """``kafka://host:port[,host:port]/topic?kafka.<librdkafka setting>=...``: exactly once, by Kafka transactions.
+
+    Rows are made into records per batch and written from the driver by confluent-kafka: Spark's
+    connector is not needed.
+    """
 
     scheme = "kafka"
     summary = "a Kafka topic, one JSON message per row, one transaction per micro-batch"
     guarantee = EXACTLY_ONCE
-    supports_continuous = False
-    supports_realtime = False
+    modes = (APPEND, UPDATE, COMPLETE)
     writes_batches = True
     #: what to use where it cannot run (continuous and real-time modes)
     instead = "spark-kafka:// (Spark's own Kafka sink, at-least-once)"
@@ -150,20 +158,8 @@ class KafkaSink(SparkKafkaSink):
         self.retry_for_s = parse_duration(retry.retry_for, "retry_for") / 1000
         self.fresh_checkpoint = False
 
-    def spark_packages(self) -> list[str]:
-        return []  # written from the driver by confluent-kafka: Spark's connector is not needed
-
-    def check_session(self, spark: SparkSession) -> None:
-        pass
-
-    def records(self, df: DataFrame, target: Target) -> DataFrame:
-        return df  # made into records per batch (an output computed per batch needs its rows first)
-
-    def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
-        return Sink.start(self, writer, df, target)
-
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
-        check_brokers(self.brokers, SinkError)
+        super().check(output_name, fresh_checkpoint)
         self.fresh_checkpoint = fresh_checkpoint
 
     def batch_function(self, schema: StructType, target: Target) -> Transactions:
