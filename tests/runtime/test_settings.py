@@ -1,7 +1,7 @@
 import pytest
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.runtime.settings import build_settings, load_yaml, output_modes, pairs
+from speedlayer.runtime.settings import RunSettings, build_settings, load_yaml, output_modes, pairs
 
 
 def test_flags_win_over_the_config_file_key_by_key(tmp_path):
@@ -83,3 +83,13 @@ def test_dedup_is_exact_unless_fast_is_asked_for_and_other_words_are_refused(tmp
     assert plan_run(build_settings(load_yaml(str(path)), {"dedup": "exact"})).params.dedup == "exact"
     with pytest.raises(ConfigError, match="setting 'dedup'.*'exact' or 'fast'"):
         build_settings({"job": "fleet"}, {"dedup": "first"})
+
+
+@pytest.mark.parametrize("given,seconds", [("90", 90.0), ("90s", 90.0), ("5min", 300.0), ("1.5", 1.5), (45, 45.0)])
+def test_duration_takes_a_unit_or_bare_seconds(given, seconds):
+    assert RunSettings(job="fleet", duration=given).duration == seconds
+
+
+def test_a_duration_without_a_known_unit_is_one_line():
+    with pytest.raises(ConfigError, match="invalid --duration 'soon': use a number with a unit"):
+        RunSettings(job="fleet", duration="soon")

@@ -97,6 +97,14 @@ class RunSettings(BaseModel):
     def _one_mode_for_all(cls, value: Any) -> Any:
         return {"*": value} if isinstance(value, str) else value
 
+    @field_validator("duration", mode="before")
+    @classmethod
+    def _duration_in_seconds(cls, value: Any) -> Any:
+        """``90`` is seconds; ``90s``, ``5min``, ``2h`` say their unit."""
+        if isinstance(value, str) and value.strip() and not value.strip().replace(".", "", 1).isdigit():
+            return parse_duration(value, "--duration") / 1000
+        return value
+
     @field_validator("conf", "options", "inputs", mode="before")
     @classmethod
     def _conf_as_text(cls, value: Any) -> Any:
