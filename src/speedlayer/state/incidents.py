@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
@@ -32,6 +31,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.state.incident_track import IncidentRules, Pings, Track, advance, tracks_from_table, tracks_to_table
+from speedlayer.state.packed import from_bytes, to_bytes, vehicle_runs
 
 #: what the processor reads from each ping (``event_ms`` is ``event_time`` in epoch milliseconds)
 INPUT_COLUMNS = ("vehicle_id", "event_time", "event_ms", "speed_kmh", "speed_limit_kmh", "lat", "lon", "zone_id")
@@ -74,17 +74,6 @@ def _frame(rows: list[tuple]) -> pd.DataFrame:
     return df
 
 
-def _to_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _from_bytes(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
 def _arrived(pings: pd.DataFrame) -> pd.DataFrame:
     """The processor's input rows as pending pings (columns of ``_PENDING``)."""
     return pd.DataFrame({
@@ -102,12 +91,9 @@ def _first_waiting(waiting: pd.DataFrame) -> dict[str, int]:
 
 def _by_vehicle(pings: pd.DataFrame):
     """(vehicle, Pings) for each vehicle of ``pings``, which is sorted by vehicle, then event time."""
-    if pings.empty:
-        return
     vehicles = pings["vehicle_id"].to_numpy()
     cols = [pings[c].to_numpy() for c in ("event_ms", "speed_kmh", "excess_kmh", "lat", "lon", "zone_id")]
-    bounds = np.concatenate(([0], np.flatnonzero(vehicles[1:] != vehicles[:-1]) + 1, [len(vehicles)]))
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+    for a, b in vehicle_runs(vehicles):
         yield vehicles[a], Pings(*(c[a:b] for c in cols))
 
 
@@ -140,7 +126,7 @@ class IncidentProcessor(StatefulProcessor):
         if value is None:
             return {}, _PENDING.empty_table().to_pandas(), None
         tracks, pending, timer_ms = value
-        return tracks_from_table(_from_bytes(tracks)), _from_bytes(pending).to_pandas(), timer_ms
+        return tracks_from_table(from_bytes(tracks)), from_bytes(pending).to_pandas(), timer_ms
 
     def _save(self, tracks: dict[str, Track], waiting: pd.DataFrame, timer_ms: int | None, watermark_ms: int,
               first_waiting: dict[str, int]) -> None:
@@ -158,7 +144,7 @@ class IncidentProcessor(StatefulProcessor):
                 self.handle.deleteTimer(timer_ms)
             self.handle.registerTimer(due)
         pending = pa.Table.from_pandas(waiting, schema=_PENDING, preserve_index=False)
-        self.group.update((_to_bytes(tracks_to_table(tracks)), _to_bytes(pending), due))
+        self.group.update((to_bytes(tracks_to_table(tracks)), to_bytes(pending), due))
 
     # --- the state machine ----------------------------------------------------------------------
     def _step(self, arrived: pd.DataFrame | None, watermark_ms: int, timer_fired: bool) -> list[tuple]:

@@ -6,6 +6,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.groups import vehicle_group
 from speedlayer.pipelines.fleet.options import fleet_options
 from speedlayer.state.incidents import INCIDENT_SCHEMA, INPUT_COLUMNS, IncidentProcessor, IncidentRules, read_initial_state
 
@@ -19,7 +20,7 @@ def incident_group(vehicle: str | Column) -> Column:
 
     >>> pings.groupBy(incident_group("vehicle_id"))  # doctest: +SKIP
     """
-    return F.pmod(F.xxhash64(vehicle), F.lit(INCIDENT_GROUPS)).alias("_group")
+    return vehicle_group(vehicle, INCIDENT_GROUPS)
 
 
 def incident_rules(params: Params) -> IncidentRules:
