@@ -19,6 +19,21 @@ def batch_output(spark, settings: RunSettings, output: str) -> DataFrame:
     return build_output(spark, plan_run(settings.model_copy(update={"sinks": {output: "memory:x"}})), output, batch=True)
 
 
+def assert_refused_for_its_state_layout(spark, settings: RunSettings, output: str) -> None:
+    """A run of ``settings`` stops with one line that names ``output``'s checkpoint, whose state is in another
+    layout, and says how to start afresh (not Spark's schema or operator error)."""
+    import pytest
+
+    from speedlayer.core.errors import QueryFailedError
+    from speedlayer.runtime.run import Run
+
+    with pytest.raises(QueryFailedError) as failed:
+        Run(spark, plan_run(settings)).start_and_wait()
+    message = str(failed.value)
+    assert "\n" not in message and "was written in another layout" in message
+    assert str(Path(settings.state_dir) / "checkpoints" / output) in message and "--state-dir" in message
+
+
 def closed_windows(windows: DataFrame, watermark) -> DataFrame:
     """Windows that a stream in append mode has emitted once the watermark reached ``watermark``."""
     return windows.where(F.col("window_end") <= F.lit(watermark).cast("timestamp"))

@@ -153,3 +153,35 @@ def congestion(pings: list[Ping], closed_by: datetime) -> dict[tuple, dict]:
         groups.setdefault((start, zone_of(p, table)["zone_id"]), []).append(p)
     return {key: {"events": len(ps), "avg_speed_kmh": sum(p.speed_kmh for p in ps) / len(ps)}
             for key, ps in groups.items() if key[0] + minute <= closed_by}
+
+
+def haversine_km(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """Great-circle distance between two (lat, lon) points in degrees, on the sphere of 6371.0088 km."""
+    la1, lo1, la2, lo2 = map(math.radians, (*a, *b))
+    h = math.sin((la2 - la1) / 2) ** 2 + math.cos(la1) * math.cos(la2) * math.sin((lo2 - lo1) / 2) ** 2
+    return 2 * 6371.0088 * math.asin(math.sqrt(h))
+
+
+def trips(pings: list[Ping], gap: timedelta, max_trip: timedelta, closed_by: datetime | None = None) -> dict[tuple, dict]:
+    """(vehicle_id, trip_start) -> trip_end, pings, distance_km, avg and max speed of each trip.
+
+    A vehicle's pings, in time order (ties by position), make one trip while each comes at most
+    ``gap`` after the one before and in the same multiple of ``max_trip`` since the epoch; the
+    distance sums the haversine legs between consecutive pings. With ``closed_by`` (a stream's
+    watermark) only trips whose last ping plus the gap is at or before it.
+    """
+    found: dict[tuple, dict] = {}
+    current: dict[str, dict] = {}
+    for p in sorted(pings, key=lambda p: (p.vehicle_id, p.event_time, p.lat, p.lon)):
+        trip = current.get(p.vehicle_id)
+        if (trip is None or p.event_time - trip["trip_end"] > gap
+                or (p.event_time - EPOCH) // max_trip != (trip["trip_end"] - EPOCH) // max_trip):
+            trip = current[p.vehicle_id] = found[(p.vehicle_id, p.event_time)] = {
+                "trip_end": p.event_time, "pings": 0, "distance_km": 0.0, "speeds": [], "at": (p.lat, p.lon)}
+        trip["distance_km"] += haversine_km(trip["at"], (p.lat, p.lon))
+        trip.update(trip_end=p.event_time, pings=trip["pings"] + 1, at=(p.lat, p.lon))
+        trip["speeds"].append(p.speed_kmh)
+    return {key: {"trip_end": t["trip_end"], "duration_s": (t["trip_end"] - key[1]).total_seconds(), "pings": t["pings"],
+                  "distance_km": t["distance_km"], "avg_speed_kmh": sum(t["speeds"]) / len(t["speeds"]),
+                  "max_speed_kmh": max(t["speeds"])}
+            for key, t in found.items() if closed_by is None or t["trip_end"] + gap <= closed_by}

@@ -47,11 +47,11 @@ def test_trips_split_on_the_gap_and_measure_the_path(outputs):
 
 
 def expected_trips(pings: list[datetime], gap: timedelta, cut: timedelta) -> list[tuple[datetime, datetime, int]]:
-    """(start, end, pings) of each trip, computed the plain way: a new trip after a pause of at least
+    """(start, end, pings) of each trip, computed the plain way: a new trip after a pause longer than
     ``gap``, or when a ping falls into another multiple of ``cut`` since the epoch."""
     epoch, trips = datetime(1970, 1, 1), []
     for t in sorted(pings):
-        if trips and t - trips[-1][1] < gap and (t - epoch) // cut == (trips[-1][0] - epoch) // cut:
+        if trips and t - trips[-1][1] <= gap and (t - epoch) // cut == (trips[-1][0] - epoch) // cut:
             trips[-1] = (trips[-1][0], t, trips[-1][2] + 1)
         else:
             trips.append((t, t, 1))

@@ -14,7 +14,7 @@ from pyspark.testing import assertDataFrameEqual
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
 from speedlayer.runtime.settings import RunSettings
-from tests.helpers import batch_output
+from tests.helpers import assert_refused_for_its_state_layout, batch_output
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 CITY = (52.60, 13.10)  # default zone Z00, limit 50
@@ -85,9 +85,6 @@ def test_stream_equals_the_static_run_for_every_incident_closed_under_the_waterm
 def test_state_of_the_per_vehicle_layout_is_refused_in_one_line(spark, tmp_path, monkeypatch):
     """A checkpoint whose incidents state is keyed by vehicle (as before groups) stops the run with
     one line that names the checkpoint and says how to start afresh, not Spark's schema error."""
-    import pytest
-
-    from speedlayer.core.errors import QueryFailedError
     from speedlayer.pipelines.fleet import incidents
 
     s = RunSettings(job="fleet", source="generator://?seed=5&rate=100&vehicles=20&rows_per_batch=400", max_events=400,
@@ -95,8 +92,4 @@ def test_state_of_the_per_vehicle_layout_is_refused_in_one_line(spark, tmp_path,
     with monkeypatch.context() as m:  # the earlier layout: one key per vehicle (a string, not a group number)
         m.setattr(incidents, "incident_group", lambda vehicle: F.col(vehicle).alias("_group"))
         assert Run(spark, plan_run(s)).start_and_wait().queries[0].batches >= 1
-    with pytest.raises(QueryFailedError) as failed:
-        Run(spark, plan_run(s.model_copy(update={"max_events": 800}))).start_and_wait()
-    message = str(failed.value)
-    assert "\n" not in message and "was written in another layout" in message
-    assert str(tmp_path / "state" / "checkpoints" / "incidents") in message and "--state-dir" in message
+    assert_refused_for_its_state_layout(spark, s.model_copy(update={"max_events": 800}), "incidents")

@@ -23,20 +23,6 @@ def haversine_km(lat1: Column, lon1: Column, lat2: Column, lon2: Column) -> Colu
     return F.lit(2 * EARTH_RADIUS_KM) * F.asin(F.least(F.lit(1.0), F.sqrt(a)))
 
 
-def path_length_km(points: Column) -> Column:
-    """Sum of the haversine distances between consecutive elements of an array of (lat, lon) structs.
-
-    >>> df.select(path_length_km(F.array_sort(F.collect_list(F.struct("event_time", "lat", "lon")))))  # doctest: +SKIP
-    """
-    legs = F.size(points) - 1
-    return F.aggregate(
-        F.zip_with(F.slice(points, 1, legs), F.slice(points, 2, legs),
-                   lambda a, b: haversine_km(a["lat"], a["lon"], b["lat"], b["lon"])),
-        F.lit(0.0),
-        lambda total, leg: total + leg,
-    )
-
-
 #: metres per degree of latitude on the sphere of ``EARTH_RADIUS_KM``
 M_PER_DEG_LAT = math.pi * EARTH_RADIUS_KM * 1000 / 180
 

@@ -27,3 +27,17 @@ def flatten_window(df: DataFrame) -> DataFrame:
     """``df`` with its ``window`` struct as two columns, ``window_start`` and ``window_end``, first."""
     return df.select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
                      *[c for c in df.columns if c != "window"])
+
+
+def ready_for_state(df: DataFrame) -> DataFrame:
+    """``df``, with its session ready to run a state processor (``transformWithState``) on it when it is static.
+
+    Spark registers the state store coordinator that such a processor calls only once the session's
+    streaming query manager is first used; until then a static run fails with
+    ``CANNOT_LOAD_STATE_STORE`` (cannot find endpoint ``StateStoreCoordinator``). Using it costs nothing.
+
+    >>> incidents = ready_for_state(events).groupBy("_group").transformWithStateInPandas(...)  # doctest: +SKIP
+    """
+    if not df.isStreaming:
+        df.sparkSession.streams  # noqa: B018 — creates the streaming query manager, which registers the coordinator
+    return df

@@ -60,7 +60,9 @@ def damaged_log(text: str) -> str | None:
 
 
 #: Spark's error classes for state a checkpoint holds in another layout than the query's operators read
-_OTHER_STATE_LAYOUT = ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE")
+#: (other schemas, or other operators: trips' session windows before its state processor)
+_OTHER_STATE_LAYOUT = ("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+                       "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA")
 
 
 def other_state_layout(text: str, places: Iterable[Path]) -> str | None:

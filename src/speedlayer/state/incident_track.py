@@ -11,7 +11,7 @@ from dataclasses import astuple, dataclass, fields
 import numpy as np
 import pyarrow as pa
 
-EARTH_RADIUS_KM = 6371.0088
+from speedlayer.core.geo import EARTH_RADIUS_KM
 
 
 @dataclass(frozen=True)

@@ -20,17 +20,16 @@ still open). The rules themselves are ``speedlayer.state.incident_track``.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
+from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.state.groups import GroupProcessor, from_bytes, to_bytes, vehicle_runs
 from speedlayer.state.incident_track import IncidentRules, Pings, Track, advance, tracks_from_table, tracks_to_table
 
 #: what the processor reads from each ping (``event_ms`` is ``event_time`` in epoch milliseconds)
@@ -74,17 +73,6 @@ def _frame(rows: list[tuple]) -> pd.DataFrame:
     return df
 
 
-def _to_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def _from_bytes(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
 def _arrived(pings: pd.DataFrame) -> pd.DataFrame:
     """The processor's input rows as pending pings (columns of ``_PENDING``)."""
     return pd.DataFrame({
@@ -102,16 +90,13 @@ def _first_waiting(waiting: pd.DataFrame) -> dict[str, int]:
 
 def _by_vehicle(pings: pd.DataFrame):
     """(vehicle, Pings) for each vehicle of ``pings``, which is sorted by vehicle, then event time."""
-    if pings.empty:
-        return
     vehicles = pings["vehicle_id"].to_numpy()
     cols = [pings[c].to_numpy() for c in ("event_ms", "speed_kmh", "excess_kmh", "lat", "lon", "zone_id")]
-    bounds = np.concatenate(([0], np.flatnonzero(vehicles[1:] != vehicles[:-1]) + 1, [len(vehicles)]))
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+    for a, b in vehicle_runs(vehicles):
         yield vehicles[a], Pings(*(c[a:b] for c in cols))
 
 
-class IncidentProcessor(StatefulProcessor):
+class IncidentProcessor(GroupProcessor):
     """The incidents state machine for ``transformWithStateInPandas`` in EventTime mode, per group of vehicles.
 
     The grouping key is a group of vehicles (``incident_group``), not one vehicle: each call gets
@@ -127,12 +112,11 @@ class IncidentProcessor(StatefulProcessor):
     refused in EventTime mode: STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL.)
     """
 
-    def __init__(self, rules: IncidentRules, batch: bool = False):
-        self.rules, self.batch = rules, batch
+    STATE_SCHEMA = GROUP_STATE_SCHEMA
+    rules: IncidentRules
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.group = handle.getValueState("group", GROUP_STATE_SCHEMA)
+    _arrived = staticmethod(_arrived)
+    _frame = staticmethod(_frame)
 
     # --- state ---------------------------------------------------------------------------------
     def _load(self) -> tuple[dict[str, Track], pd.DataFrame, int | None]:
@@ -140,25 +124,17 @@ class IncidentProcessor(StatefulProcessor):
         if value is None:
             return {}, _PENDING.empty_table().to_pandas(), None
         tracks, pending, timer_ms = value
-        return tracks_from_table(_from_bytes(tracks)), _from_bytes(pending).to_pandas(), timer_ms
+        return tracks_from_table(from_bytes(tracks)), from_bytes(pending).to_pandas(), timer_ms
 
     def _save(self, tracks: dict[str, Track], waiting: pd.DataFrame, timer_ms: int | None, watermark_ms: int,
               first_waiting: dict[str, int]) -> None:
         """Store the tracks and the pings still waiting (``first_waiting``: ``_first_waiting(waiting)``), and
         keep exactly one timer: the next moment to act."""
         if not tracks:
-            if timer_ms is not None:
-                self.handle.deleteTimer(timer_ms)
-            self.group.clear()
-            return
+            return self._store(None, timer_ms, 0, watermark_ms)
         due = min(first_waiting.get(v, t.seen_ms + self.rules.timeout_ms) for v, t in tracks.items())
-        due = max(int(due), watermark_ms + 1)  # Spark refuses a timer that is not after the watermark
-        if timer_ms != due:
-            if timer_ms is not None:
-                self.handle.deleteTimer(timer_ms)
-            self.handle.registerTimer(due)
         pending = pa.Table.from_pandas(waiting, schema=_PENDING, preserve_index=False)
-        self.group.update((_to_bytes(tracks_to_table(tracks)), _to_bytes(pending), due))
+        self._store((to_bytes(tracks_to_table(tracks)), to_bytes(pending)), timer_ms, due, watermark_ms)
 
     # --- the state machine ----------------------------------------------------------------------
     def _step(self, arrived: pd.DataFrame | None, watermark_ms: int, timer_fired: bool) -> list[tuple]:
@@ -201,22 +177,6 @@ class IncidentProcessor(StatefulProcessor):
                 out.append(track.incident(vehicle, "timeout", track.last_ms + self.rules.timeout_ms))
         return out
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues) -> Iterator[pd.DataFrame]:
-        frames = [df for df in rows if not df.empty]
-        if not frames:
-            return
-        arrived = _arrived(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
-        out = self._static(arrived) if self.batch else self._step(arrived, timerValues.getCurrentWatermarkInMs(), False)
-        if out:
-            yield _frame(out)
-
-    def handleExpiredTimer(self, key: Any, timerValues: TimerValues, expiredTimerInfo) -> Iterator[pd.DataFrame]:
-        if not self.group.exists():
-            return
-        out = self._step(None, timerValues.getCurrentWatermarkInMs(), True)
-        if out:
-            yield _frame(out)
-
     def handleInitialState(self, key: Any, initialState: pd.DataFrame, timerValues: TimerValues) -> None:
         """Open incidents carried over from a table: each vehicle resumes inside its latest one."""
         tracks, waiting, timer_ms = self._load()
@@ -228,9 +188,6 @@ class IncidentProcessor(StatefulProcessor):
                 run_excess=float(row["max_excess_kmh"]), run_km=float(row["distance_km"]), run_pings=int(row["pings"]),
                 opened=True, emitted_ms=ended)
         self._save(tracks, waiting, timer_ms, timerValues.getCurrentWatermarkInMs(), _first_waiting(waiting))
-
-    def close(self) -> None:
-        pass
 
 
 def _millis(value: Any) -> int:

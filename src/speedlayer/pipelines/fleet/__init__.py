@@ -131,8 +131,9 @@ FLEET = Job(
                          (APPEND, UPDATE), APPEND, False, ("event_id",)),
         "dead-letters": DEAD_LETTERS,
         # --- trips, congestion, count windows (state-windows) ---
-        "trips": Output("trips", "per-vehicle trips (session windows, --trip-gap): duration, distance, avg/max speed",
-                        (APPEND, COMPLETE), APPEND, True, ("vehicle_id", "trip_start"), check=_check_trip_gap),
+        "trips": Output("trips", "per-vehicle trips (ended by --trip-gap without a ping, or --max-trip): duration, "
+                        "distance, avg/max speed", (APPEND,), APPEND, True, ("vehicle_id", "trip_start"), check=_check_trip_gap,
+                        modes_note="each trip is written once, when it ends; its state keeps no trip that has ended"),
         "congestion": Output("congestion", "average speed per speed-limit zone per minute",
                              (UPDATE, COMPLETE, APPEND), UPDATE, True, ("window_start", "window_end", "zone_id")),
         "count-windows": Output("count-windows", "per-vehicle average speed over every --count-window pings",

@@ -6,7 +6,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.groups import vehicle_group
 from speedlayer.pipelines.fleet.options import fleet_options
+from speedlayer.pipelines.ops import ready_for_state
 from speedlayer.state.incidents import INCIDENT_SCHEMA, INPUT_COLUMNS, IncidentProcessor, IncidentRules, read_initial_state
 
 #: vehicles are spread over this many groups, each one key of the processor's state; the number is
@@ -19,7 +21,7 @@ def incident_group(vehicle: str | Column) -> Column:
 
     >>> pings.groupBy(incident_group("vehicle_id"))  # doctest: +SKIP
     """
-    return F.pmod(F.xxhash64(vehicle), F.lit(INCIDENT_GROUPS)).alias("_group")
+    return vehicle_group(vehicle, INCIDENT_GROUPS)
 
 
 def incident_rules(params: Params) -> IncidentRules:
@@ -37,7 +39,7 @@ def speeding_incidents(limited: DataFrame, params: Params) -> DataFrame:
     ['vehicle_id', 'started_at', 'ended_at']
     """
     opts = fleet_options(params)
-    pings = limited.select(incident_group("vehicle_id"),
+    pings = ready_for_state(limited).select(incident_group("vehicle_id"),
                            *(F.unix_millis("event_time").alias(c) if c == "event_ms" else F.col(c) for c in INPUT_COLUMNS))
     initial = None
     if opts.incident_initial_state:

@@ -31,7 +31,7 @@ class FleetOptions(BaseModel):
         None, description="windows: re-emit a closed window corrected by events up to this late (default off)")
     trip_gap: str = Field("5min", description="trips: a trip ends after this long without a ping")
     max_trip: str = Field("1h", description="trips: cut a trip at every multiple of this since the epoch, "
-                                            "so state stays bounded")
+                                            "so no trip is longer")
     count_window: int = Field(20, description="count-windows: pings per window")
     incident_after: str = Field("10s", description="incidents: above the limit this long opens an incident")
     incident_timeout: str = Field("30s", description="incidents: a vehicle silent this long closes its incident")

@@ -1,15 +1,16 @@
-"""Trips: session windows per vehicle, a trip ending after ``--trip-gap`` (5 min) without pings.
+"""Trips: per vehicle, a trip ending after ``--trip-gap`` (5 min) without pings, or at a ``--max-trip`` cut.
 
-A vehicle that never stops for ``--trip-gap`` would hold one trip open for good, its path growing
-in state with every ping. So trips are also cut at every multiple of ``--max-trip`` (1 h) counted
-from the epoch (UTC): a trip is at most that long, and its state is dropped once the watermark
-passes the cut plus the gap. The cut is aligned, not counted from the trip's start, so that it is
-a plain grouping column (no state of its own) and the same on a static DataFrame and a stream.
+Trips are also cut at every multiple of ``--max-trip`` (1 h) counted from the epoch (UTC), so that
+no trip is longer. The cut is aligned, not counted from the trip's start, so it is the same on a
+static DataFrame and a stream whatever the trip's start.
 
-The distance is the haversine length of the trip's path, computed in the JVM: the session
-collects its (time, lat, lon) points, sorts them by time and sums consecutive legs with
-higher-order functions, so the same function gives the same trip on a static DataFrame and on a
-stream (Spark's session windows take append and complete mode, not update).
+A state processor computes them (``speedlayer.state.trips``, keyed by a group of vehicles): each
+open trip is its start, its last ping and running sums, never its path, so the state per vehicle
+stays the same size however long the trip; pings wait in state until the watermark passes them and
+are then applied in event-time order. The rows are those of Spark's session windows over
+(vehicle, cut), which computed trips before: a ping at exactly the last one plus the gap goes on the
+trip, the distance is the haversine length of the path sorted by time, then position. On a static
+DataFrame the same processor runs once per group over all its pings.
 """
 
 from __future__ import annotations
@@ -17,38 +18,45 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.core.durations import format_duration, spark_interval
+from speedlayer.core.durations import format_duration
 from speedlayer.core.errors import ConfigError
-from speedlayer.core.geo import path_length_km
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.groups import vehicle_group
 from speedlayer.pipelines.fleet.options import fleet_options
+from speedlayer.pipelines.ops import ready_for_state
+from speedlayer.state.trip_track import TripRules
+from speedlayer.state.trips import INPUT_COLUMNS, TRIP_SCHEMA, TripProcessor
+
+#: vehicles are spread over this many groups, each one key of the processor's state; the number is
+#: part of the checkpoint (another one reads none of the state it wrote)
+TRIP_GROUPS = 16
+
+
+def trip_rules(params: Params) -> TripRules:
+    """The trip gap and the maximum trip of a run, in microseconds.
+
+    >>> trip_rules(Params()).gap_us
+    300000000
+    """
+    opts = fleet_options(params)
+    return TripRules(gap_us=opts.trip_gap_ms * 1000, max_trip_us=opts.max_trip_ms * 1000)
 
 
 def trips(events: DataFrame, params: Params) -> DataFrame:
     """One row per trip: start, end (last ping), duration, pings, distance, average and max speed.
 
-    A trip ends after ``trip_gap_ms`` without a ping, and at every multiple of ``max_trip_ms``.
+    A trip ends after ``trip_gap_ms`` without a ping, and at every multiple of ``max_trip_ms``. On a
+    stream each trip comes out once, when the watermark reaches its last ping plus the gap.
 
-    >>> trips(events_df, Params(trip_gap_ms=300_000)).columns  # doctest: +SKIP
+    >>> trips(events_df, Params()).columns  # doctest: +SKIP
     ['vehicle_id', 'trip_start', 'trip_end', 'duration_s', 'pings', 'distance_km', 'avg_speed_kmh', 'max_speed_kmh']
     """
-    opts = fleet_options(params)
-    cut = F.floor(F.unix_millis("event_time") / F.lit(opts.max_trip_ms)).alias("_trip_cut")
-    session = events.groupBy(F.session_window("event_time", spark_interval(opts.trip_gap_ms)), "vehicle_id", cut).agg(
-        F.min("event_time").alias("trip_start"),
-        F.max("event_time").alias("trip_end"),
-        F.count(F.lit(1)).alias("pings"),
-        F.avg("speed_kmh").alias("avg_speed_kmh"),
-        F.max("speed_kmh").alias("max_speed_kmh"),
-        # Sorted by time, then position: a deterministic path whatever order the pings came in.
-        F.array_sort(F.collect_list(F.struct("event_time", "lat", "lon"))).alias("path"),
-    )
-    return session.select(
-        "vehicle_id", "trip_start", "trip_end",
-        ((F.unix_micros("trip_end") - F.unix_micros("trip_start")) / 1e6).alias("duration_s"),
-        "pings",
-        path_length_km(F.col("path")).alias("distance_km"),
-        "avg_speed_kmh", "max_speed_kmh",
+    pings = ready_for_state(events).select(
+        vehicle_group("vehicle_id", TRIP_GROUPS),
+        *(F.unix_micros("event_time").alias(c) if c == "event_us" else F.col(c) for c in INPUT_COLUMNS))
+    return pings.groupBy("_group").transformWithStateInPandas(
+        statefulProcessor=TripProcessor(trip_rules(params), batch=not events.isStreaming), outputStructType=TRIP_SCHEMA,
+        outputMode="Append", timeMode="EventTime",
     )
 
 
