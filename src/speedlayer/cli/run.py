@@ -42,7 +42,7 @@ def run_command(
     allow_changed_settings: bool | None = _O(None, "--allow-changed-settings",
                                              help="resume from --state-dir even though settings that change results differ"),
     one_query: bool | None = _O(None, "--one-query", help=ONE_QUERY_HELP),
-    duration: str | None = _O(None, "--duration", help="stop gracefully after this long: 90s, 5min, 2h (a bare number is seconds)"),
+    duration: str | None = _O(None, "--duration", help="stop gracefully after: 90s, 5min, 2h (a bare number is seconds)"),
     max_events: int | None = _O(None, "--max-events", help="process exactly N generated events, then exit"),
     master: str | None = _O(None, "--master", help="Spark master (default local[*])"),
     spark_ui: str | None = _O(None, "--spark-ui", help="Spark's UI: local (default: 127.0.0.1 only, kill links off) | off "
