@@ -49,6 +49,12 @@ def run_command(
                                                        "| open (every interface)"),
     ship: str | None = _O(None, "--ship", help="cluster masters: what executors get: auto (default: speedlayer and its "
                                                "Python packages, packed) | none | PATH of an archive"),
+    max_state_memory: str | None = _O(None, "--max-state-memory", help="RocksDB's memory for all state stores together: "
+                                                                       "512m, 1g (default 500m)"),
+    retain_batches: int | None = _O(None, "--retain-batches", help="batches each checkpoint keeps for a restart "
+                                                                   "(default 20; Spark's 100)"),
+    max_checkpoint_size: str | None = _O(None, "--max-checkpoint-size", help="warn once when the checkpoints pass this "
+                                                                             "size on disk: 2g (default: off)"),
     conf: list[str] | None = _O(None, "--conf", help="key=value Spark setting (repeatable)"),
     option: list[str] | None = _O(None, "--option", help="KEY=VALUE job option, e.g. lowercase=false (repeatable)"),
     input_: list[str] | None = _O(None, "--input", help="NAME=URI source of a job's second stream, e.g. rides=redis://..."),
@@ -74,6 +80,7 @@ def run_command(
         "options": {**options, **pairs(option, "--option", "KEY=VALUE")},
         "inputs": {**inputs, **pairs(input_, "--input", "NAME=URI")},
         "allow_changed_settings": allow_changed_settings, "spark_ui": spark_ui, "ship": ship, "one_query": one_query,
+        "max_state_memory": max_state_memory, "retain_batches": retain_batches, "max_checkpoint_size": max_checkpoint_size,
     }
     settings = build_settings(file_values, flags)
     live = sys.stdout.isatty() if live is None else live

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from speedlayer.cli.debug import quiet_query_context_logs
+from speedlayer.core.sizes import human_size
 from speedlayer.monitor.dashboard import DEFAULT_PORT, DashboardServer, open_server
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.view import LiveView
@@ -25,11 +26,14 @@ log = logging.getLogger("speedlayer.monitor")
 
 
 def summary_table(summary: RunSummary) -> Table:
-    table = Table(title=f"stopped by {summary.stopped_by} after {summary.elapsed_s:,.1f}s", title_justify="left")
-    for column in ("output", "sink", "guarantee", "mode", "batches", "input rows", "final watermark"):
+    """The run's end in a table: per output what it did and its checkpoint's size on disk, the total below."""
+    table = Table(title=f"stopped by {summary.stopped_by} after {summary.elapsed_s:,.1f}s", title_justify="left",
+                  caption=f"checkpoints on disk: {human_size(summary.checkpoint_bytes)}", caption_justify="left")
+    for column in ("output", "sink", "guarantee", "mode", "batches", "input rows", "final watermark", "checkpoint"):
         table.add_column(column)
     for q in summary.queries:
-        table.add_row(q.output, q.sink, q.guarantee, q.mode, str(q.batches), f"{q.input_rows:,}", q.watermark or "-")
+        table.add_row(q.output, q.sink, q.guarantee, q.mode, str(q.batches), f"{q.input_rows:,}", q.watermark or "-",
+                      human_size(q.checkpoint_bytes))
     return table
 
 
@@ -93,7 +97,7 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
     exposed = exposure_note(settings.master, settings.spark_ui)
     if exposed:
         errors.print(f"note: {exposed}", soft_wrap=True)
-    spark = build_session(settings.master, settings.conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
+    spark = build_session(settings.master, settings.spark_conf(), app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
                           spark_ui=settings.spark_ui, ship=settings.ship, packages=plan.spark_packages(),
                           connector_conf=plan.spark_conf(),
                           announce=lambda line: errors.print(f"note: {line}", soft_wrap=True))

@@ -17,6 +17,7 @@ def status_command(
     import tempfile
     from pathlib import Path
 
+    from speedlayer.core.sizes import human_size
     from speedlayer.monitor.executors import status_lines
     from speedlayer.monitor.status import add_operators, compact, find_checkpoints, iso, kafka_lag
 
@@ -36,7 +37,8 @@ def status_command(
         committed = "none" if s.last_committed is None else str(s.last_committed)
         pending = f" (batch {s.last_planned} planned, not committed)" if s.last_planned != s.last_committed else ""
         out.print(f"{s.name}: last committed batch {committed}{pending}, batch time {iso(s.batch_time_ms) or '-'}, "
-                  f"watermark {s.watermark or '-'}", soft_wrap=True, markup=False, highlight=False)
+                  f"watermark {s.watermark or '-'}, checkpoint {human_size(s.size_bytes)} on disk", soft_wrap=True,
+                  markup=False, highlight=False)
         out.print(f"  offsets: {compact(s.offsets, 400) or '-'}", soft_wrap=True, markup=False, highlight=False)
         if s.name in lags:
             out.print(f"  Kafka lag (records beyond the last committed batch): {lags[s.name]}", soft_wrap=True,
@@ -48,5 +50,7 @@ def status_command(
                 out.print(f"  operator {op.get('operatorId')} {op.get('operatorName')} store {op.get('stateStoreName')}, "
                           f"{op.get('numPartitions')} partitions, batches {op.get('minBatchId')}..{op.get('maxBatchId')}",
                           soft_wrap=True, markup=False)
+    out.print(f"checkpoints on disk: {human_size(sum(s.size_bytes for s in statuses))} in total", soft_wrap=True,
+              markup=False, highlight=False)
     for line in status_lines(Path(state_dir)):  # recorded by the run: executors alive, cores, lost
         out.print(line, soft_wrap=True, markup=False, highlight=False)

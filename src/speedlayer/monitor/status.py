@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.core.sizes import tree_size
 from speedlayer.runtime.manifest import MANIFEST
 from speedlayer.runtime.shared import SHARED_CHECKPOINT, recorded_outputs
 from speedlayer.sources.base import end_offsets
@@ -36,6 +37,8 @@ class CheckpointStatus:
     batch_time_ms: int | None = None
     stateful: bool = False
     operators: list[dict[str, Any]] = field(default_factory=list)
+    #: the bytes of the checkpoint's files on disk
+    size_bytes: int = 0
 
     @property
     def watermark(self) -> str | None:
@@ -71,7 +74,8 @@ def read_checkpoint(path: Path, name: str | None = None) -> CheckpointStatus:
     """The committed position of one query's checkpoint (no Spark needed)."""
     commits, planned = _batches(path / "commits"), _batches(path / "offsets")
     status = CheckpointStatus(name or path.name, path, commits[-1] if commits else None,
-                              planned[-1] if planned else None, stateful=(path / "state").is_dir())
+                              planned[-1] if planned else None, stateful=(path / "state").is_dir(),
+                              size_bytes=tree_size(path))
     if status.last_committed is not None and (path / "offsets" / str(status.last_committed)).is_file():
         lines = _lines(path / "offsets" / str(status.last_committed))
         meta = json.loads(lines[1]) if len(lines) > 1 else {}

@@ -204,7 +204,7 @@ def _session(spark, plan: RunPlan) -> tuple[Any, bool]:
             raise ConfigError(f"a SparkSession is already running here ({active.sparkContext.master}), so master and "
                               "conf cannot apply: drop them, or stop that session first")
         return active, False
-    session = build_session(settings.master, settings.conf, app_name=f"speedlayer-{plan.job.name}",
+    session = build_session(settings.master, settings.spark_conf(), app_name=f"speedlayer-{plan.job.name}",
                             log_file=plan.state_dir / "spark.log", spark_ui=settings.spark_ui, ship=settings.ship,
                             packages=plan.spark_packages(), connector_conf=plan.spark_conf(),
                             announce=lambda line: log.info("speedlayer: %s", line))

@@ -37,6 +37,7 @@ NEUTRAL_SETTINGS = frozenset({
     "job_file",                        # where the job file lies; what it defines is compared as job_definition
     "incident_initial_state",          # read only when the incidents query first starts
     "one_query",                       # how outputs are grouped in queries: the checkpoints check it
+    "max_state_memory", "retain_batches", "max_checkpoint_size",  # what a run keeps, not what it computes
 })
 
 

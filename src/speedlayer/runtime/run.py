@@ -23,8 +23,10 @@ from typing import Any
 
 from speedlayer.core.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.core.modes import APPEND
+from speedlayer.core.sizes import parse_size, tree_size
 from speedlayer.monitor.executors import ExecutorWatch, save_report
 from speedlayer.monitor.progress import ProgressTracker
+from speedlayer.runtime.bounds import MAX_MEMORY_MB, BoundsWatch
 from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame, writing_per_batch
 from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.plan import QueryPlan, RunPlan, pin_at_start, prepare_state
@@ -60,6 +62,8 @@ class QuerySummary:
     batches: int
     input_rows: int
     watermark: str | None
+    #: the bytes of the query's checkpoint on disk (the job's shared query: the one all its outputs share)
+    checkpoint_bytes: int = 0
 
 
 @dataclass
@@ -68,6 +72,8 @@ class RunSummary:
     elapsed_s: float
     state_dir: Path
     stopped_by: str
+    #: the bytes of all the run's checkpoints on disk (a shared checkpoint counted once)
+    checkpoint_bytes: int = 0
 
 
 class Run:
@@ -85,6 +91,9 @@ class Run:
         self.executors = ExecutorWatch.for_session(spark, on_change=lambda r: save_report(plan.state_dir, r, True))
         self.tracker.subscribe(lambda _: self.executors.poll())
         self.tracker.subscribe(self._batch_committed)
+        self._notify = notify or (lambda line: log.warning("speedlayer: %s", line))
+        self.bounds = _bounds_watch(plan, self._notify)
+        self.tracker.subscribe(self.bounds.batch_committed)
         self.queries: list[Any] = []
         #: queries that serve views (the dashboard's feed), stopped with the run, never waited for
         self.side_queries: list[Any] = []
@@ -93,7 +102,6 @@ class Run:
         self._started_at = 0.0
         self._reached: dict[str, int] = {}  # per query: the batch that read the --max-events-th event
         self._on_started = on_started
-        self._notify = notify or (lambda line: log.warning("speedlayer: %s", line))
         self._starters: dict[str, Callable[[], Any]] = {}  # by query name: starts it again (see _restarted)
         self._restarts: dict[str, int] = {}
 
@@ -341,17 +349,31 @@ class Run:
 
     def summary(self, stopped_by: str) -> RunSummary:
         rows = []
+        sizes = {path: tree_size(path) for path in dict.fromkeys(qp.checkpoint for qp in self.plan.queries)}
         for qp in self.plan.queries:
             progress = self.tracker.get(qp.name)
             rows.append(QuerySummary(
                 qp.name, qp.output.name, qp.sink.describe(), qp.sink.guarantee, qp.mode,
                 progress.batches if progress else 0, progress.input_rows if progress else 0,
-                progress.watermark if progress else None,
+                progress.watermark if progress else None, sizes[qp.checkpoint],
             ))
-        return RunSummary(rows, time.monotonic() - self._started_at, self.plan.state_dir, stopped_by)
+        return RunSummary(rows, time.monotonic() - self._started_at, self.plan.state_dir, stopped_by,
+                          sum(sizes.values()))
 
     def cleanup(self) -> None:
         """Release the state directory and remove it if it is temporary."""
         self.plan.unlock_state()
         if self.plan.temporary_state:
             shutil.rmtree(self.plan.state_dir, ignore_errors=True)
+
+
+def _bounds_watch(plan: RunPlan, notify: Callable[[str], None]) -> BoundsWatch:
+    """The watch over the run's checkpoints (--max-checkpoint-size) and state memory: the bound the
+    session has (--max-state-memory, or the user's --conf of Spark's setting)."""
+    settings = plan.settings
+    checkpoint_bound = parse_size(settings.max_checkpoint_size) if settings.max_checkpoint_size else None
+    try:
+        memory_bound: int | None = int(settings.spark_conf()[MAX_MEMORY_MB]) << 20
+    except ValueError:  # the user's --conf: Spark says what is wrong with it
+        memory_bound = None
+    return BoundsWatch([qp.checkpoint for qp in plan.queries], checkpoint_bound, memory_bound, notify)

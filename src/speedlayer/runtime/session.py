@@ -14,6 +14,7 @@ from pathlib import Path
 
 from speedlayer.core import faults
 from speedlayer.core.errors import ConfigError, EnvironmentProblem
+from speedlayer.runtime.bounds import bounds_conf
 from speedlayer.runtime.shipping import ship_plan
 
 JAVA_HINT = "install it with 'sudo apt-get install openjdk-17-jre-headless' (or set JAVA_HOME to a JDK 17+)"
@@ -42,6 +43,12 @@ DEFAULT_CONF = {
     # What Spark hides in its log, UI and event log: its default (secret|password|token|access.key)
     # misses the secret settings speedlayer masks (uris.is_secret_option), e.g. fs.azure.account.key.*.
     "spark.redaction.regex": SPARK_REDACTION_REGEX,
+    # One Python worker serves task after task (Spark's default, kept on purpose): a new worker per
+    # task costs an interpreter start and speedlayer's imports on every batch.
+    "spark.python.worker.reuse": "true",
+    # RocksDB's memory bounded for all state stores together, and the batches a checkpoint keeps
+    # (docs/reliability.md, "Long runs"); a run's --max-state-memory and --retain-batches set them.
+    **bounds_conf(),
 }
 
 #: Spark's generated code for wide projections (decode, the generator) can exceed HotSpot's

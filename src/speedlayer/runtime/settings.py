@@ -23,7 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError
+from speedlayer.core.sizes import parse_size
 from speedlayer.core.uris import is_secret_option, mask_secrets
+from speedlayer.runtime.bounds import (
+    DEFAULT_MAX_STATE_MEMORY,
+    DEFAULT_RETAIN_BATCHES,
+    bounds_conf,
+    check_retain_batches,
+    state_memory_mb,
+)
 
 DEFAULT_SOURCE = "generator://"
 #: settings of earlier versions that name a job's second stream (now ``inputs``)
@@ -69,6 +77,12 @@ class RunSettings(BaseModel):
     spark_ui: Literal["local", "off", "open"] = "local"
     #: what a cluster's executors get: "auto" (speedlayer and its packages, packed), "none", or an archive's path
     ship: str = "auto"
+    #: RocksDB's memory for all the run's state stores together, e.g. 512m, 1g (``--max-state-memory``)
+    max_state_memory: str = DEFAULT_MAX_STATE_MEMORY
+    #: batches whose offsets, commits and state versions each checkpoint keeps (``--retain-batches``)
+    retain_batches: int = DEFAULT_RETAIN_BATCHES
+    #: warn once when the run's checkpoints pass this size on disk, e.g. 10g (``--max-checkpoint-size``; off)
+    max_checkpoint_size: str | None = None
     #: keys of ``options`` that a config file gave as loose settings (a typo there is named as a setting)
     _loose: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
@@ -105,6 +119,24 @@ class RunSettings(BaseModel):
             return parse_duration(value, "--duration") / 1000
         return value
 
+    @field_validator("max_state_memory")
+    @classmethod
+    def _state_memory_is_a_size(cls, value: str) -> str:
+        state_memory_mb(value)
+        return value
+
+    @field_validator("max_checkpoint_size")
+    @classmethod
+    def _checkpoint_size_is_a_size(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_size(value, "--max-checkpoint-size")
+        return value
+
+    @field_validator("retain_batches")
+    @classmethod
+    def _retain_at_least_one(cls, value: int) -> int:
+        return check_retain_batches(value)
+
     @field_validator("conf", "options", "inputs", mode="before")
     @classmethod
     def _conf_as_text(cls, value: Any) -> Any:
@@ -130,6 +162,15 @@ class RunSettings(BaseModel):
         data["conf"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.conf.items()}
         data["options"] = {k: ("***" if is_secret_option(k) else v) for k, v in self.options.items()}
         return data
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark settings of this run: the bounds its flags set (``bounds_conf``) under the user's ``conf``,
+        which wins key by key.
+
+        >>> RunSettings(job="fleet", retain_batches=5).spark_conf()["spark.sql.streaming.minBatchesToRetain"]
+        '5'
+        """
+        return {**bounds_conf(self.max_state_memory, self.retain_batches), **self.conf}
 
     def with_job_defaults(self, defaults: Mapping[str, str]) -> RunSettings:
         """These settings with the job's own defaults for every setting nobody gave.
