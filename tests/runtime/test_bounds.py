@@ -11,6 +11,7 @@ import pytest
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.sizes import human_size
 from speedlayer.runtime.bounds import BOUNDED_MEMORY, MAX_MEMORY_MB, MIN_BATCHES_TO_RETAIN, BoundsWatch
+from speedlayer.runtime.session import DEFAULT_CONF
 from speedlayer.runtime.settings import build_settings
 from tests.runtime.shop import order_lines
 
@@ -93,17 +94,27 @@ def test_a_run_keeps_what_retain_batches_says_shows_its_checkpoint_size_and_warn
     lines = order_lines(48)
     for i in range(8):  # one file a batch: 8 batches
         (landing / f"orders-{i}.jsonl").write_text("\n".join(lines[i * 6:(i + 1) * 6]) + "\n")
-    main(["run", "tests.runtime.shop:SHOP", "--source", f"files:{landing}?format=json&max_files_per_trigger=1",
-          "--trigger", "available-now", "--state-dir", str(state), "--no-live", "--master", "local[2]",
-          "--sink", "orders=parquet:" + str(tmp_path / "out"), "--retain-batches", "3", "--max-checkpoint-size", "1k"])
+    try:
+        main(["run", "tests.runtime.shop:SHOP", "--source", f"files:{landing}?format=json&max_files_per_trigger=1",
+              "--trigger", "available-now", "--state-dir", str(state), "--no-live", "--master", "local[2]",
+              "--sink", "orders=parquet:" + str(tmp_path / "out"), "--retain-batches", "3", "--max-checkpoint-size", "1k",
+              "--max-state-memory", "1g", "--conf", f"{MAX_MEMORY_MB}=64"])
+        # the run's session is this test session: it has the run's settings, the user's --conf winning
+        assert (spark.conf.get(BOUNDED_MEMORY), spark.conf.get(MAX_MEMORY_MB), spark.conf.get(MIN_BATCHES_TO_RETAIN)) == \
+            ("true", "64", "3")
+    finally:  # the next tests of this process see speedlayer's defaults again
+        for key in (MAX_MEMORY_MB, MIN_BATCHES_TO_RETAIN):
+            spark.conf.set(key, DEFAULT_CONF[key])
     out, err = capfd.readouterr()
     checkpoint = state / "checkpoints" / "orders"
     last = json.loads((state / "last-run.json").read_text())
     assert last["queries"][0]["batches"] == 8, err
 
     for log in ("offsets", "commits"):
+        # Spark purges below (the batch it plans - N): N + 1 remain; its purge runs asynchronously, and the
+        # last one may still be under way when the query stops
         kept = sorted(int(p.name) for p in (checkpoint / log).iterdir() if p.name.isdigit())
-        assert kept == [4, 5, 6, 7], (log, kept)
+        assert kept in ([4, 5, 6, 7], [3, 4, 5, 6, 7]), (log, kept)
 
     warnings = [line for line in err.splitlines() if "--max-checkpoint-size" in line]
     assert len(warnings) == 1, err

@@ -10,6 +10,9 @@
     output_mode: {windows: append}
     watermark: 5s
     conf: {spark.sql.shuffle.partitions: "4"}
+    max_state_memory: 1g      # RocksDB's memory for all state stores (default 500m)
+    retain_batches: 20        # batches each checkpoint keeps (Spark's default: 100)
+    max_checkpoint_size: 10g  # warn once past it (default: off)
 """
 
 from __future__ import annotations
