@@ -26,7 +26,7 @@ from speedlayer.core.modes import APPEND
 from speedlayer.core.sizes import parse_size, tree_size
 from speedlayer.monitor.executors import ExecutorWatch, save_report
 from speedlayer.monitor.progress import ProgressTracker
-from speedlayer.runtime.bounds import MAX_MEMORY_MB, BoundsWatch
+from speedlayer.runtime.bounds import BOUNDED_MEMORY, MAX_MEMORY_MB, BoundsWatch
 from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame, writing_per_batch
 from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.plan import QueryPlan, RunPlan, pin_at_start, prepare_state
@@ -372,8 +372,12 @@ def _bounds_watch(plan: RunPlan, notify: Callable[[str], None]) -> BoundsWatch:
     session has (--max-state-memory, or the user's --conf of Spark's setting)."""
     settings = plan.settings
     checkpoint_bound = parse_size(settings.max_checkpoint_size) if settings.max_checkpoint_size else None
-    try:
-        memory_bound: int | None = int(settings.spark_conf()[MAX_MEMORY_MB]) << 20
-    except ValueError:  # the user's --conf: Spark says what is wrong with it
-        memory_bound = None
-    return BoundsWatch([qp.checkpoint for qp in plan.queries], checkpoint_bound, memory_bound, notify)
+    conf = settings.spark_conf()
+    memory_bound: int | None = None
+    if "max_state_memory" in settings.model_fields_set or MAX_MEMORY_MB in settings.conf:  # a bound the user set
+        try:
+            memory_bound = int(conf[MAX_MEMORY_MB]) << 20
+        except ValueError:  # the user's --conf: Spark says what is wrong with it
+            pass
+    return BoundsWatch([qp.checkpoint for qp in plan.queries], checkpoint_bound, memory_bound, notify,
+                       shared_cache=conf.get(BOUNDED_MEMORY) == "true")
