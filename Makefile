@@ -6,7 +6,7 @@ ARGS ?=
 # test processes: the suite's Spark work leaves a core idle about half the time when run in one
 TEST_WORKERS ?= 2
 
-.PHONY: run test bench clean
+.PHONY: run test servers bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ $(VENV)/.installed-dev: pyproject.toml constraints.txt $(VENV)/.installed $(EXAM
 ## run: the flagship fleet job on the built-in generator, with a live view and the dashboard (Ctrl-C stops it)
 run: $(VENV)/.installed
 	$(VENV)/bin/speedlayer run fleet --source 'generator://?rate=5000&vehicles=2000&seed=7' --dashboard $(ARGS)
+
+## servers: the servers the README's examples use, for a machine without them: PostgreSQL, MariaDB, Redis and a
+## Kafka broker on their usual loopback ports (5432, 3306, 6379, 9092), data in temporary directories, until Ctrl-C
+servers: $(VENV)/.installed-dev
+	tests/install_servers.sh
+	$(PY) -m tests.servers --usual-ports
 
 ## test: ruff's lint, the docs site (mkdocs --strict: a broken link fails), then the suite and the docstrings'
 ## examples against real servers the suite starts on free ports: PostgreSQL, MariaDB, Redis, a Kafka broker

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from contextlib import closing
 from dataclasses import dataclass
 
 import pytest
@@ -103,8 +104,62 @@ class RedisServer(local_servers.Redis):
             unavailable(str(exc))
 
 
+#: the ports the README's examples use, and the databases they name
+USUAL_PORTS = {"PostgreSQL": 5432, "MariaDB": 3306, "Redis": 6379, "Kafka": 9092}
+EXAMPLE_DATABASES = ("fleet", "words", "app", "bank")
+
+
+def serve_on_usual_ports() -> int:
+    """``make servers``: every server on its usual loopback port, the examples' databases created, until Ctrl-C."""
+    import signal
+    import time
+
+    taken = [f"{name} port {port}" for name, port in USUAL_PORTS.items() if port_open("127.0.0.1", port)]
+    if taken:
+        print(f"servers: {', '.join(taken)} already in use: stop what listens there, or use those servers",
+              file=sys.stderr)
+        return 1
+    started = []
+    try:
+        for service in ALL:
+            server = service.server()
+            server.port = USUAL_PORTS[service.name]
+            started.append(server.start())
+        _create_example_databases()
+        print("servers (data in temporary directories, removed at Ctrl-C): "
+              "postgresql://postgres@localhost:5432/{" + ",".join(EXAMPLE_DATABASES) + "}, "
+              "mysql://root@localhost:3306/{" + ",".join(EXAMPLE_DATABASES) + "}, "
+              "redis://localhost:6379/0, kafka://localhost:9092", flush=True)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        while True:
+            time.sleep(3600)
+    except local_servers.ServerError as exc:
+        print(f"servers: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for server in reversed(started):
+            server.stop()
+
+
+def _create_example_databases() -> None:
+    import psycopg
+    import pymysql
+
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        for name in EXAMPLE_DATABASES:
+            conn.execute(f"CREATE DATABASE {name}")
+    with closing(pymysql.connect(host="127.0.0.1", port=3306, user="root", password="")) as conn, conn.cursor() as cur:
+        for name in EXAMPLE_DATABASES:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS {name}")
+
+
 def main(argv: list[str]) -> int:
-    """Start every server, run ``argv`` (after ``--``) with their ports in its environment, stop them."""
+    """Start every server, run ``argv`` (after ``--``) with their ports in its environment, stop them;
+    ``--usual-ports``: serve on the usual ports until Ctrl-C instead."""
+    if argv == ["--usual-ports"]:
+        return serve_on_usual_ports()
     command = argv[argv.index("--") + 1:] if "--" in argv else argv
     def start(service: Service):
         try:
