@@ -35,6 +35,9 @@ log = logging.getLogger("speedlayer.sinks")
 DEFAULT_MAX_BYTES = 1_000_000
 #: bytes a record adds to its key and value (headers, lengths, timestamp): what the limit is checked against
 RECORD_OVERHEAD = 512
+#: how long recording the batch id may take before the producer is taken for stuck and replaced (one
+#: small request to the group coordinator; librdkafka can wait past its own timeout after a broker restart)
+MARKER_TIMEOUT_S = 10.0
 
 
 def marker_group(job: str, output: str, topic: str) -> str:
@@ -171,7 +174,8 @@ class Transactions:
                     reached("mid-write", batch_id, self.what)
             _delivered(producer, failures, timeout)
             offsets = [kafka.TopicPartition(self.topic, 0, batch_id + 1)]
-            _within(timeout, lambda: producer.send_offsets_to_transaction(offsets, self._metadata, timeout),
+            marker_timeout = min(timeout, MARKER_TIMEOUT_S)
+            _within(marker_timeout, lambda: producer.send_offsets_to_transaction(offsets, self._metadata, marker_timeout),
                     "recording the batch id in the transaction")
             reached("partition-written", batch_id, self.what)
             producer.commit_transaction(timeout)
