@@ -51,6 +51,17 @@ def test_outputs_are_judged_on_their_pace_and_short_runs_say_so():
     assert soak_trend.verdict(MINUTES, [None] * 56 + [1.0] * 5, 5)["verdict"] == "too few samples"
 
 
+def test_quick_and_default_settings():
+    quick, default, long = soak.parse_args(["--quick"]), soak.parse_args([]), soak.parse_args(["--minutes", "120"])
+    assert (quick.minutes, quick.every, quick.warmup) == (3.0, 10.0, 1.0)
+    assert (default.minutes, default.every, default.rate, default.warmup) == (30.0, 30.0, 3000, 10.0)
+    assert long.warmup == 10.0 and long.check_minutes == 30.0
+    command = soak.run_command("generator://?rate=3000", Path("/w"), 9999, 30)
+    assert [command[i + 1] for i, a in enumerate(command) if a == "--sink"] == [
+        f"{o}=parquet:/w/out/{o}" for o in ("windows", "alerts", "incidents", "trips", "late", "dead-letters")]
+    assert command[command.index("--duration") + 1] == "2700s" and "--no-live" in command
+
+
 G1_JSTAT = ("    S0C    S1C    S0U    S1U    EC    EU    OC    OU    MC    MU    CCSC    CCSU    YGC    YGCT    FGC    FGCT"
             "    CGC    CGCT    GCT\n"
             "0.0    8192.0    0.0    8192.0    190464.0    49152.0    325632.0    150528.0    118400.0    115532.2    14464.0"
