@@ -6,7 +6,7 @@ ARGS ?=
 # test processes: the suite's Spark work leaves a core idle about half the time when run in one
 TEST_WORKERS ?= 2
 
-.PHONY: run test servers bench clean
+.PHONY: run test servers bench soak clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,12 @@ test: $(VENV)/.installed-dev
 ## bench: the whole job against its speed targets and its peers, every figure from one run (~25 min; ARGS=--quick: ~6 min)
 bench: $(VENV)/.installed-dev
 	$(PY) bench/targets.py $(ARGS)
+
+## soak: the fleet job from the CLI for 30 min at 3,000 events/s, sampling memory, state and disk every 30 s;
+## slopes, a flat-or-not verdict per series, the outputs checked against the oracle; a JSON and a plot in
+## bench/results (ARGS="--minutes 120" for longer; ARGS=--quick: 3 min, a sample every 10 s)
+soak: $(VENV)/.installed-dev
+	$(PY) bench/soak.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache spark-warehouse

@@ -1,0 +1,163 @@
+"""One sample of a running ``speedlayer run``: its processes' memory, the driver JVM's heap, /metrics, disk.
+
+Reads /proc (Linux), runs ``jstat -gc`` once per sample against the driver JVM, and scrapes the
+run's ``--metrics-port``. Every figure is in MB, bytes, rows or seconds as its name says.
+
+    probe = Probe(cli_pid, metrics_url, state_dir / "checkpoints", {"windows": out / "windows"})
+    sample = probe.sample()
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from speedlayer.core.sizes import tree_size
+
+#: the driver JVM among the CLI's descendants (spark-submit's launcher is a short-lived java too)
+DRIVER_CLASS = "org.apache.spark.deploy.SparkSubmit"
+
+
+def rss_mb(pid: int) -> float | None:
+    """Resident memory of a process from ``/proc/<pid>/status`` (VmRSS), in MB; None once it is gone.
+
+    >>> rss_mb(os.getpid()) > 0
+    True
+    """
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _process_table() -> dict[int, tuple[int, str, str]]:
+    """pid -> (parent pid, command name, command line) of every process."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        table[int(entry.name)] = (int(rest[1]), name, cmdline)
+    return table
+
+
+def descendants(pid: int, table: dict[int, tuple[int, str, str]]) -> list[int]:
+    """Every process below ``pid`` in ``table`` (pid -> (ppid, name, cmdline)), breadth first.
+
+    >>> descendants(1, {2: (1, "a", ""), 3: (2, "b", ""), 4: (9, "c", "")})
+    [2, 3]
+    """
+    found, frontier = [], [pid]
+    while frontier:
+        children = [p for p, (ppid, _, _) in table.items() if ppid in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def run_processes(cli_pid: int) -> dict:
+    """The run's driver JVM (the java process below the CLI) and Spark's Python workers: every Python
+    process below the JVM (``pyspark.daemon`` and the workers it forks, a plan's own workers)."""
+    table = _process_table()
+    below = descendants(cli_pid, table)
+    jvm = next((p for p in below if table[p][1] == "java" and DRIVER_CLASS in table[p][2]), None)
+    workers = [p for p in (descendants(jvm, table) if jvm else []) if table[p][1].startswith("python")]
+    return {"jvm": jvm, "workers": workers}
+
+
+def parse_jstat_gc(text: str) -> dict[str, float | None]:
+    """``jstat -gc`` output (KB; a header line and a value line) as MB of heap used and committed,
+    the old generation used, and metaspace (non-heap) used and committed; plus the GC counts.
+
+    >>> out = ("S0C S1C S0U S1U EC EU OC OU MC MU CCSC CCSU YGC YGCT FGC FGCT CGC CGCT GCT\\n"
+    ...        "0.0 1024.0 0.0 1024.0 4096.0 2048.0 8192.0 4096.0 2048.0 1024.0 512.0 256.0 7 0.1 0 0.0 - - 0.1\\n")
+    >>> parse_jstat_gc(out)["heap_used_mb"], parse_jstat_gc(out)["heap_committed_mb"], parse_jstat_gc(out)["young_gcs"]
+    (7.0, 13.0, 7)
+    """
+    header, values = (line.split() for line in text.strip().splitlines()[-2:])
+    kb = {k: (None if v == "-" else float(v)) for k, v in zip(header, values)}
+
+    def mb(*names: str) -> float:
+        return sum(kb[n] or 0.0 for n in names) / 1024
+
+    return {"heap_used_mb": mb("S0U", "S1U", "EU", "OU"), "heap_committed_mb": mb("S0C", "S1C", "EC", "OC"),
+            "old_used_mb": mb("OU"), "metaspace_used_mb": mb("MU"), "metaspace_committed_mb": mb("MC"),
+            "young_gcs": int(kb["YGC"] or 0), "full_gcs": int(kb["FGC"] or 0)}
+
+
+def jvm_heap(pid: int) -> dict[str, float | None]:
+    """The JVM's heap and metaspace now, from ``jstat -gc`` (a JVM of its own: ~0.3 s of CPU); {} when it fails."""
+    try:
+        done = subprocess.run(["jstat", "-gc", str(pid)], capture_output=True, text=True, timeout=30)
+        return parse_jstat_gc(done.stdout) if done.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError):
+        return {}
+
+
+def parse_metrics(text: str) -> dict[str, dict]:
+    """Per query, from Prometheus text: state rows and memory per operator, batches, the batch-duration
+    histogram's sum and count, input rows, and the latency since ingest per quantile.
+
+    >>> text = ('speedlayer_state_rows{job="fleet",query="fleet_windows",operator="0:dedupe"} 12.0\\n'
+    ...         'speedlayer_latency_seconds{job="fleet",query="fleet_windows",since="ingest",quantile="0.99"} 1.5\\n')
+    >>> parse_metrics(text)["fleet_windows"]["state_rows"], parse_metrics(text)["fleet_windows"]["latency_ingest_s"]
+    ({'0:dedupe': 12.0}, {'0.99': 1.5})
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    queries: dict[str, dict] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            query = s.labels.get("query")
+            if query is None:
+                continue
+            q = queries.setdefault(query, {"state_rows": {}, "state_memory_bytes": {}, "latency_ingest_s": {}})
+            name = s.name.removeprefix("speedlayer_")
+            if name in ("state_rows", "state_memory_bytes"):
+                q[name][s.labels["operator"]] = s.value
+            elif name == "latency_seconds" and s.labels.get("since") == "ingest":
+                q["latency_ingest_s"][s.labels["quantile"]] = s.value
+            elif name in ("batch_duration_seconds_sum", "batch_duration_seconds_count", "batches_total",
+                          "input_rows_total"):
+                q[name.removesuffix("_total")] = s.value
+    return queries
+
+
+def scrape(url: str) -> dict[str, dict] | None:
+    """``parse_metrics`` of the run's /metrics; None while it does not answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return parse_metrics(response.read().decode())
+    except OSError:
+        return None
+
+
+class Probe:
+    """Takes samples of one run: the CLI process ``cli_pid``, its /metrics, its checkpoints and outputs."""
+
+    def __init__(self, cli_pid: int, metrics_url: str, checkpoints: Path, outputs: dict[str, Path]):
+        self.cli_pid, self.metrics_url, self.checkpoints, self.outputs = cli_pid, metrics_url, checkpoints, outputs
+
+    def sample(self) -> dict:
+        procs = run_processes(self.cli_pid)
+        worker_rss = [rss_mb(p) for p in procs["workers"]]
+        return {
+            "rss_mb": {"driver_jvm": rss_mb(procs["jvm"]) if procs["jvm"] else None,
+                       "python_workers": sum(r for r in worker_rss if r is not None),
+                       "cli_python": rss_mb(self.cli_pid)},
+            "python_workers": len(procs["workers"]),
+            "jvm": jvm_heap(procs["jvm"]) if procs["jvm"] else {},
+            "queries": scrape(self.metrics_url) or {},
+            "disk_mb": {"checkpoints": tree_size(self.checkpoints) / 1e6,
+                        **{f"output {name}": tree_size(path) / 1e6 for name, path in self.outputs.items()}},
+        }
