@@ -189,3 +189,36 @@ def mysql_rows(url: str, table: str, columns: list[str]) -> list[tuple]:
                                  database=database)) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM `{table}`")
         return list(cur.fetchall())
+
+
+#: frames of PySpark's own Python code: a traceback made only of these and the standard library's is
+#: PySpark's, e.g. its streaming source runner finding its socket closed while the run stops
+_PYSPARK = ("/pyspark.zip/pyspark/", "/site-packages/pyspark/")
+
+
+def _pysparks_or_stdlib(frame: str) -> bool:
+    return any(part in frame for part in _PYSPARK) or ("/lib/python3." in frame and "-packages/" not in frame)
+
+
+def our_tracebacks(output: str) -> list[str]:
+    """The Python tracebacks in ``output`` with a frame outside PySpark's own code and the standard library.
+
+    PySpark's Python workers print to the run's stderr; at a stop, its streaming source runner can
+    print an ``EOFError`` traceback of its own (a shutdown race inside PySpark). A traceback through
+    speedlayer's or a user's code is never excused.
+
+    >>> our_tracebacks('Traceback (most recent call last):\\n  File "/x/pyspark.zip/pyspark/serializers.py", line 5\\nEOFError')
+    []
+    """
+    blocks, current = [], None
+    for line in output.splitlines():
+        if line.startswith("Traceback (most recent call last):"):
+            current = [line]
+            blocks.append(current)
+        elif current is not None and line.startswith(" "):
+            current.append(line)
+        else:
+            current = None
+    frames = [[f for f in b if f.strip().startswith("File ")] for b in blocks]
+    return ["\n".join(b) for b, fs in zip(blocks, frames)
+            if not fs or not all(_pysparks_or_stdlib(f) for f in fs)]

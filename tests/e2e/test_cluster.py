@@ -19,7 +19,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from tests.e2e.checks import raw_entries
-from tests.e2e.killing import CliProcess
+from tests.e2e.killing import CliProcess, our_tracebacks
 
 # one test process runs every test of the session's standalone cluster (it starts once per process)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -31,7 +31,7 @@ def run_ok(args: list[str], workdir: Path, name: str) -> str:
     process = CliProcess(args, workdir, workdir / f"{name}.log")
     assert process.wait(RUN_S) == 0, process.tail()
     output = process.output()
-    assert "Traceback" not in output, output[-3000:]
+    assert not our_tracebacks(output), output[-3000:]
     return output
 
 

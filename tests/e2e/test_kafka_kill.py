@@ -20,7 +20,7 @@ import pytest
 from speedlayer.core.faults import DIR_ENV, ENV
 from tests import oracle
 from tests.e2e.checks import check_congestion, check_windows, final_watermark
-from tests.e2e.killing import CliProcess, batch_ids, query_state, wait_for
+from tests.e2e.killing import CliProcess, batch_ids, our_tracebacks, query_state, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -73,7 +73,7 @@ def test_sigkill_at_every_phase_writes_every_output_once(spark, kafka, postgres_
 
     final = CliProcess(args, tmp_path, tmp_path / "final.log")
     assert final.wait(FINAL_RUN_S) == 0, final.tail()
-    assert "Traceback" not in final.output()
+    assert not our_tracebacks(final.output())
     for output in hooked:
         commits = batch_ids(checkpoints / output / "commits")
         assert commits == set(range(max(commits) + 1)) and commits >= {b for _, b in PHASES}, (output, sorted(commits))

@@ -34,7 +34,7 @@ from tests.e2e.checks import (
     stream_pings,
 )
 from tests.e2e.conftest import N
-from tests.e2e.killing import CliProcess, batch_ids, query_state, wait_for
+from tests.e2e.killing import CliProcess, batch_ids, our_tracebacks, query_state, wait_for
 
 # one test process runs every test of the session's standalone cluster (it starts once per process)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -85,7 +85,7 @@ def test_every_sink_on_a_cluster_loses_nothing_when_a_worker_dies_mid_batch(clus
         if victim is not None:
             cluster.replace_worker(victim)
     output = process.output()
-    assert f"stopped by --max-events {N}" in output and "Traceback" not in output, output[-3000:]
+    assert f"stopped by --max-events {N}" in output and not our_tracebacks(output), output[-3000:]
     for restart in [line for line in output.splitlines() if "restarting it from its checkpoint" in line]:
         assert "an executor was lost while its batch was being written" in restart, restart
     assert re.search(r"shipping speedlayer and \d+ Python packages to the executors .* they run python3\.\d+", output)
