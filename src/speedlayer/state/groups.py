@@ -54,6 +54,8 @@ class GroupProcessor(StatefulProcessor):
     """
 
     STATE_SCHEMA = ""
+    #: the Arrow schema of the pings a group keeps waiting for the watermark
+    PENDING: pa.Schema
 
     def __init__(self, rules: Any, batch: bool = False):
         self.rules, self.batch = rules, batch
@@ -61,6 +63,20 @@ class GroupProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.group = handle.getValueState("group", self.STATE_SCHEMA)
+
+    def _load_group(self, from_table: Any) -> tuple[Any, pd.DataFrame, int | None]:
+        """The group's kept table (read with ``from_table``; None: nothing kept), its waiting pings and its timer."""
+        value = self.group.get()
+        if value is None:
+            return None, self.PENDING.empty_table().to_pandas(), None
+        kept, pending, timer_ms = value
+        return from_table(from_bytes(kept)), from_bytes(pending).to_pandas(), timer_ms
+
+    def _save_group(self, kept: pa.Table, waiting: pd.DataFrame, timer_ms: int | None, due_ms: int,
+                    watermark_ms: int) -> None:
+        """Store the kept table and the waiting pings (``PENDING``), with one timer at ``due_ms``."""
+        pending = pa.Table.from_pandas(waiting, schema=self.PENDING, preserve_index=False)
+        self._store((to_bytes(kept), to_bytes(pending)), timer_ms, due_ms, watermark_ms)
 
     def _store(self, value: tuple | None, timer_ms: int | None, due_ms: int, watermark_ms: int) -> None:
         """Write the group's state ``value`` (all but its last field, the timer) and keep exactly one timer, at

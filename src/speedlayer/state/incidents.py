@@ -29,7 +29,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.state.groups import GroupProcessor, from_bytes, to_bytes, vehicle_runs
+from speedlayer.state.groups import GroupProcessor, vehicle_runs
 from speedlayer.state.incident_track import IncidentRules, Pings, Track, advance, tracks_from_table, tracks_to_table
 
 #: what the processor reads from each ping (``event_ms`` is ``event_time`` in epoch milliseconds)
@@ -113,6 +113,7 @@ class IncidentProcessor(GroupProcessor):
     """
 
     STATE_SCHEMA = GROUP_STATE_SCHEMA
+    PENDING = _PENDING
     rules: IncidentRules
 
     _arrived = staticmethod(_arrived)
@@ -120,11 +121,8 @@ class IncidentProcessor(GroupProcessor):
 
     # --- state ---------------------------------------------------------------------------------
     def _load(self) -> tuple[dict[str, Track], pd.DataFrame, int | None]:
-        value = self.group.get()
-        if value is None:
-            return {}, _PENDING.empty_table().to_pandas(), None
-        tracks, pending, timer_ms = value
-        return tracks_from_table(from_bytes(tracks)), from_bytes(pending).to_pandas(), timer_ms
+        tracks, waiting, timer_ms = self._load_group(tracks_from_table)
+        return tracks or {}, waiting, timer_ms
 
     def _save(self, tracks: dict[str, Track], waiting: pd.DataFrame, timer_ms: int | None, watermark_ms: int,
               first_waiting: dict[str, int]) -> None:
@@ -133,8 +131,7 @@ class IncidentProcessor(GroupProcessor):
         if not tracks:
             return self._store(None, timer_ms, 0, watermark_ms)
         due = min(first_waiting.get(v, t.seen_ms + self.rules.timeout_ms) for v, t in tracks.items())
-        pending = pa.Table.from_pandas(waiting, schema=_PENDING, preserve_index=False)
-        self._store((to_bytes(tracks_to_table(tracks)), to_bytes(pending)), timer_ms, due, watermark_ms)
+        self._save_group(tracks_to_table(tracks), waiting, timer_ms, due, watermark_ms)
 
     # --- the state machine ----------------------------------------------------------------------
     def _step(self, arrived: pd.DataFrame | None, watermark_ms: int, timer_fired: bool) -> list[tuple]:

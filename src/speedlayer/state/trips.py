@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from speedlayer.state.groups import GroupProcessor, from_bytes, to_bytes, vehicle_runs
+from speedlayer.state.groups import GroupProcessor, vehicle_runs
 from speedlayer.state.trip_track import Pings, Trip, TripRules, advance, final, trips_from_table, trips_to_table
 
 #: what the processor reads from each ping (``event_us`` is ``event_time`` in epoch microseconds; ``event_time``
@@ -83,17 +83,15 @@ class TripProcessor(GroupProcessor):
     """
 
     STATE_SCHEMA = GROUP_STATE_SCHEMA
+    PENDING = _PENDING
     rules: TripRules
 
     _arrived = staticmethod(_arrived)
     _frame = staticmethod(_frame)
 
     def _load(self) -> tuple[dict[str, list[Trip]], pd.DataFrame, int | None]:
-        value = self.group.get()
-        if value is None:
-            return {}, _PENDING.empty_table().to_pandas(), None
-        trips, pending, timer_ms = value
-        return trips_from_table(from_bytes(trips)), from_bytes(pending).to_pandas(), timer_ms
+        trips, waiting, timer_ms = self._load_group(trips_from_table)
+        return trips or {}, waiting, timer_ms
 
     def _save(self, trips: dict[str, list[Trip]], waiting: pd.DataFrame, timer_ms: int | None, watermark_ms: int) -> None:
         """Store the trips and the pings still waiting, and keep exactly one timer: when the watermark
@@ -102,8 +100,7 @@ class TripProcessor(GroupProcessor):
             return self._store(None, timer_ms, 0, watermark_ms)
         moments = [trip.last_us + self.rules.gap_us for own in trips.values() for trip in own]
         due = _ceil_ms(min(moments + ([int(waiting["event_us"].min())] if len(waiting) else [])))
-        pending = pa.Table.from_pandas(waiting, schema=_PENDING, preserve_index=False)
-        self._store((to_bytes(trips_to_table(trips)), to_bytes(pending)), timer_ms, due, watermark_ms)
+        self._save_group(trips_to_table(trips), waiting, timer_ms, due, watermark_ms)
 
     def _step(self, arrived: pd.DataFrame | None, watermark_ms: int, timer_fired: bool) -> list[tuple]:
         trips, waiting, timer_ms = self._load()
