@@ -311,9 +311,10 @@ class Kafka(LocalServer):
             "group.initial.rebalance.delay.ms=0",
             "delete.topic.enable=true",
         ]) + "\n")
-        # A cluster id is a random UUID in Kafka's own base64 form (what `StorageTool random-uuid` prints).
+        # A cluster id is a random UUID in Kafka's own base64 form (what `StorageTool random-uuid` prints);
+        # joined with `=` because one in 64 starts with '-', which argparse would take for an option.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        self._run(self._java("kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
+        self._run(self._java("kafka.tools.StorageTool", "format", "--standalone", f"--cluster-id={cluster_id}",
                              "-c", str(properties)))
 
     def command(self) -> list[str]:

@@ -92,6 +92,8 @@ def test_sigkill_at_every_phase_loses_and_repeats_nothing_in_any_sink(spark, str
             *(a for output, uri in sinks.items() for a in ("--sink", f"{output}={uri}")),
             "--output-mode", "congestion=append", "--state-dir", str(tmp_path / "state"),
             "--trigger", "processing:0s", "--no-live", "--conf", "spark.ui.enabled=false",
+            # every batch's commit stays on disk, for the check below that each was committed once
+            "--retain-batches", "1000",
             # a held partition keeps its task slot: enough slots for every query's partitions to reach the phase
             "--master", "local[12]"]
     for phase, batch in PHASES:

@@ -49,7 +49,8 @@ def test_sigkill_at_every_phase_writes_every_output_once(spark, kafka, postgres_
             "--sink", f"alerts=kafka://{kafka.bootstrap}/{alerts}", "--sink", f"windows={postgres_url}?table=windows",
             "--sink", f"congestion=delta:{delta}", "--output-mode", "congestion=append",
             "--state-dir", str(tmp_path / "state"), "--trigger", "available-now", "--no-live",
-            "--conf", "spark.ui.enabled=false", "--master", "local[6]"]
+            "--conf", "spark.ui.enabled=false", "--master", "local[6]",
+            "--retain-batches", "1000"]  # every commit stays on disk, for the check that each batch committed once
     checkpoints = tmp_path / "state" / "checkpoints"
     for phase, batch in PHASES:
         markers = tmp_path / "markers" / phase
