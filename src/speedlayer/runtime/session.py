@@ -15,6 +15,7 @@ from pathlib import Path
 from speedlayer.core import faults
 from speedlayer.core.errors import ConfigError, EnvironmentProblem
 from speedlayer.runtime.bounds import bounds_conf
+from speedlayer.runtime.jvm_output import jvm_stderr_filtered
 from speedlayer.runtime.shipping import ship_plan
 
 JAVA_HINT = "install it with 'sudo apt-get install openjdk-17-jre-headless' (or set JAVA_HOME to a JDK 17+)"
@@ -275,7 +276,8 @@ def build_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
-        spark = builder.getOrCreate()
+        with jvm_stderr_filtered(log_file):  # the JVM, if it starts now, prints through the filter
+            spark = builder.getOrCreate()
     except Exception as exc:
         if added and _gateway_failed(exc):
             raise _unresolved(added) from None

@@ -1,0 +1,105 @@
+"""What Spark's JVM prints on the terminal: everything, except PySpark's own lost-connection tracebacks.
+
+The JVM's stderr carries Spark's resolver report for ``spark.jars.packages``, whatever a job's Python
+code prints in a worker, and the tracebacks PySpark's Python workers print when the JVM drops their
+connection, as it does when a stop interrupts a batch (``PySpark daemon failed to flush the output
+to the worker process: ... BrokenPipeError``). Those say nothing to a user and look like a crash, so
+they go to Spark's log file instead; every other line reaches the terminal unchanged.
+
+>>> with jvm_stderr_filtered(Path("/tmp/spark.log")):  # doctest: +SKIP
+...     spark = builder.getOrCreate()                   # the JVM starts here, its stderr piped through us
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sysconfig
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+#: the line PySpark's daemon writes before the traceback of a worker whose connection is gone
+DAEMON_FLUSH = "PySpark daemon failed to flush the output to the worker process:"
+TRACEBACK = "Traceback (most recent call last):"
+#: what a Python worker raises when the JVM's end of its socket is closed under it
+CONNECTION_LOST = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError", "EOFError")
+_FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)"')
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def pysparks_lost_connection(block: list[str]) -> bool:
+    """Whether a traceback ``block`` (its lines) is PySpark's own report of a connection the JVM closed.
+
+    >>> pysparks_lost_connection([DAEMON_FLUSH, TRACEBACK, '  File "/v/pyspark/daemon.py", line 93, in worker',
+    ...                           "BrokenPipeError: [Errno 32] Broken pipe"])
+    True
+    >>> pysparks_lost_connection([TRACEBACK, '  File "/job/udf.py", line 3, in f', "EOFError"])
+    False
+    """
+    paths = [m["path"] for m in map(_FRAME.match, block) if m]
+    raised = next((line for line in reversed(block) if line.strip() and not line[0].isspace()), "")
+    return (bool(paths) and all("/pyspark/" in p or p.startswith(_STDLIB) or p.startswith("<frozen") for p in paths)
+            and raised.split(":", 1)[0].strip().endswith(CONNECTION_LOST))
+
+
+def split_blocks(lines: Iterable[str]) -> Iterator[tuple[list[str], bool]]:
+    """``lines`` grouped as they should go: (a traceback with its heading, True) or (one other line, False).
+
+    A traceback ends at its exception line, the first unindented line after its frames.
+
+    >>> [len(b) for b, _ in split_blocks(["a", TRACEBACK, "  File x", "KeyError: 1", "b"])]
+    [1, 3, 1]
+    """
+    block: list[str] = []
+    for line in lines:
+        text = line.rstrip("\n")
+        if not block:
+            if text in (DAEMON_FLUSH, TRACEBACK):
+                block = [line]
+            else:
+                yield [line], False
+        elif text == TRACEBACK and block[-1].rstrip("\n") == DAEMON_FLUSH or text[:1].isspace():
+            block.append(line)
+        else:
+            block.append(line)
+            yield block, True
+            block = []
+    if block:
+        yield block, True
+
+
+def _pump(source: BinaryIO, terminal: BinaryIO, log_file: Path) -> None:
+    lines = (raw.decode("utf-8", "replace") for raw in source)
+    for block, is_traceback in split_blocks(lines):
+        if is_traceback and pysparks_lost_connection([line.rstrip("\n") for line in block]):
+            with contextlib.suppress(OSError), log_file.open("a", encoding="utf-8") as log:
+                log.write("".join(block))
+            continue
+        with contextlib.suppress(OSError):
+            terminal.write("".join(block).encode("utf-8"))
+            terminal.flush()
+
+
+@contextlib.contextmanager
+def jvm_stderr_filtered(log_file: Path) -> Iterator[None]:
+    """Give a JVM started inside the block a stderr piped through a filter to this process's stderr.
+
+    Only the JVM (and whatever else starts inside the block) holds the pipe afterwards; the filter
+    ends when it exits. Outside the block this process's own stderr is untouched.
+    """
+    read_end, write_end = os.pipe()
+    terminal = os.fdopen(os.dup(2), "wb")
+    # started first: a JVM writing more than a pipe holds (Spark's resolver report) must not wait for us
+    threading.Thread(target=_pump, args=(os.fdopen(read_end, "rb"), terminal, log_file),
+                     name="jvm-stderr", daemon=True).start()
+    saved = os.dup(2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

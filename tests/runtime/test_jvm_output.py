@@ -1,0 +1,63 @@
+"""What Spark's JVM prints reaches the terminal, except PySpark's own lost-connection tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from speedlayer.runtime.jvm_output import DAEMON_FLUSH, TRACEBACK, pysparks_lost_connection, split_blocks
+
+DAEMON_BLOCK = [DAEMON_FLUSH, TRACEBACK,
+                '  File "/venv/lib/python3.11/site-packages/pyspark/daemon.py", line 93, in worker',
+                "    outfile.flush()",
+                "BrokenPipeError: [Errno 32] Broken pipe"]
+USER_BLOCK = [TRACEBACK, '  File "/jobs/orders.py", line 12, in total', "    return a / b",
+              "ZeroDivisionError: division by zero"]
+
+
+def test_only_pysparks_lost_connection_tracebacks_are_taken_aside():
+    runner_eof = [TRACEBACK, '  File "/x/pyspark.zip/pyspark/serializers.py", line 5, in read', "EOFError"]
+    pyspark_key_error = [TRACEBACK, '  File "/x/pyspark/worker.py", line 9, in main', "KeyError: 'a'"]
+    assert pysparks_lost_connection(DAEMON_BLOCK) and pysparks_lost_connection(runner_eof)
+    assert not pysparks_lost_connection(USER_BLOCK)  # a user's code in the frames
+    assert not pysparks_lost_connection(pyspark_key_error)  # PySpark's own, but not a closed connection
+    assert not pysparks_lost_connection([DAEMON_FLUSH, "no traceback follows"])
+
+
+def test_lines_are_grouped_into_whole_tracebacks_and_single_lines():
+    lines = ["resolving packages", *DAEMON_BLOCK, "hello", *USER_BLOCK, TRACEBACK]
+    assert list(split_blocks(lines)) == [(["resolving packages"], False), (DAEMON_BLOCK, True), (["hello"], False),
+                                         (USER_BLOCK, True), ([TRACEBACK], True)]
+
+
+DAEMON_TEXT, USER_TEXT = "\n".join(DAEMON_BLOCK) + "\n", "\n".join(USER_BLOCK) + "\n"
+WORKER_PRINTS = textwrap.dedent(f"""
+    import sys
+    from pathlib import Path
+    from speedlayer.runtime.session import build_session
+
+    def prints(_):
+        sys.stderr.write({DAEMON_TEXT!r})
+        sys.stderr.write("a line of the job's own\\n")
+        sys.stderr.write({USER_TEXT!r})
+        sys.stderr.flush()
+        return 1
+
+    spark = build_session("local[1]", {{"spark.ui.enabled": "false"}}, log_file=Path(sys.argv[1]))
+    print("sum", spark.sparkContext.parallelize([1], 1).map(prints).sum(), flush=True)
+    spark.stop()
+""")
+
+
+@pytest.mark.timeout(240)
+def test_a_python_worker_prints_through_the_filter_to_the_terminal_and_the_log(tmp_path):
+    log = tmp_path / "spark.log"
+    done = subprocess.run([sys.executable, "-c", WORKER_PRINTS, str(log)], capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0 and "sum 1" in done.stdout, done.stderr[-3000:]
+    # the worker really printed: its own line and a user's traceback reach the terminal, whole
+    assert "a line of the job's own" in done.stderr and USER_TEXT in done.stderr, done.stderr[-3000:]
+    assert DAEMON_FLUSH not in done.stderr and "BrokenPipeError" not in done.stderr
+    assert DAEMON_TEXT in log.read_text()
