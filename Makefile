@@ -38,11 +38,13 @@ servers: $(VENV)/.installed-dev
 
 ## test: ruff's lint, the docs site (mkdocs --strict: a broken link fails), then the suite and the docstrings'
 ## examples against real servers the suite starts on free ports: PostgreSQL, MariaDB, Redis, a Kafka broker
-## (tests/install_servers.sh installs Debian's packages and Chromium when missing; Maven fetches Kafka's jars once)
+## (tests/install_servers.sh installs Debian's packages and Chromium when missing; Maven fetches Kafka's jars once;
+## `speedlayer warm-up` writes the class archive every test's Spark starts from, once)
 test: $(VENV)/.installed-dev
 	tests/install_servers.sh
 	$(VENV)/bin/ruff check src tests bench examples
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
+	-$(VENV)/bin/speedlayer warm-up  # only a faster start: the suite runs without it
 	$(PY) -m tests.servers -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 ## bench: the whole job against its speed targets and its peers, every figure from one run (~25 min; ARGS=--quick: ~6 min)

@@ -25,6 +25,7 @@ from speedlayer.cli.produce import produce_command
 from speedlayer.cli.run import RunCommand, run_command
 from speedlayer.cli.status import status_command
 from speedlayer.cli.train import train_command
+from speedlayer.cli.warm_up import warm_up_command
 from speedlayer.core.errors import SpeedlayerError
 
 app = typer.Typer(
@@ -40,7 +41,7 @@ app.command("jobs")(jobs_command)
 app.command("run", cls=RunCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run_command)
 for name, command in (("sources", sources_command), ("sinks", sinks_command), ("produce", produce_command),
                       ("bench", bench_command), ("advise", advise_command),
-                      ("status", status_command), ("train", train_command)):
+                      ("status", status_command), ("train", train_command), ("warm-up", warm_up_command)):
     app.command(name)(command)
 
 

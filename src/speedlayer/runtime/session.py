@@ -15,6 +15,7 @@ from pathlib import Path
 from speedlayer.core import faults
 from speedlayer.core.errors import ConfigError, EnvironmentProblem
 from speedlayer.runtime.bounds import bounds_conf
+from speedlayer.runtime.class_archive import class_archive_options
 from speedlayer.runtime.jvm_output import jvm_stderr_filtered
 from speedlayer.runtime.shipping import ship_plan
 
@@ -269,7 +270,7 @@ def build_session(
     for name, value in env.items():
         os.environ.setdefault(name, value)  # read by the JVM when it starts
     settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(default_shuffle_partitions()), **network, **conf}
-    for key, ours in (("spark.driver.extraJavaOptions", f"{logging_opts} {JIT_FLAGS}"),
+    for key, ours in (("spark.driver.extraJavaOptions", f"{logging_opts} {JIT_FLAGS} {class_archive_options()}"),
                       ("spark.executor.extraJavaOptions", JIT_FLAGS)):
         settings[key] = f"{ours} {settings.get(key, '')}".strip()
     builder = SparkSession.builder.master(master).appName(app_name)

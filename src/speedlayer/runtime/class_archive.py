@@ -1,0 +1,126 @@
+"""A class-data archive for Spark's driver JVM: the classes a run loads, mapped from one file at start.
+
+Without it the JVM reads and verifies some 14,000 classes from Spark's jars at every start.
+``speedlayer warm-up`` writes the archive once per PySpark install and Java (``make run`` and
+``make test`` call it); every Spark session speedlayer starts then passes it to the JVM. A JVM whose
+class path or build differs from the archive's starts without it, silently, as it would anyway.
+
+>>> class_archive_options()  # doctest: +SKIP
+'-XX:SharedArchiveFile=/home/me/.cache/speedlayer/jvm/spark-4.1.0-1f2e3d4c5b6a.jsa -Xshare:auto -Xlog:cds=off'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from speedlayer.core.errors import EnvironmentProblem
+
+#: what the recording run does: a bounded fleet job, so a real run's classes are in the archive
+RECORDED_RUN = ("run", "fleet", "--max-events", "3000", "--no-live", "--spark-ui", "off",
+                "--source", "generator://?rate=3000&vehicles=200&seed=1")
+
+
+def cache_dir() -> Path:
+    """Where archives are kept: ``$XDG_CACHE_HOME/speedlayer/jvm``, else ``~/.cache/speedlayer/jvm``."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "speedlayer" / "jvm"
+
+
+def _java() -> Path | None:
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return Path(java).resolve() if java and Path(java).exists() else None
+
+
+def archive_path() -> Path | None:
+    """The archive for this PySpark install and this Java (whether written yet or not); None without Java."""
+    import pyspark
+
+    java = _java()
+    if java is None:
+        return None
+    spark_home = Path(pyspark.__file__).resolve().parent
+    jars = sorted(p.name for p in (spark_home / "jars").glob("*.jar"))
+    key = hashlib.sha256(json.dumps([str(java), java.stat().st_mtime_ns, str(spark_home), jars]).encode()).hexdigest()
+    return cache_dir() / f"spark-{pyspark.__version__}-{key[:12]}.jsa"
+
+
+def class_archive_options() -> str:
+    """The driver JVM's options that map the archive, or "" while there is none.
+
+    ``-Xshare:auto`` starts without it when it does not fit; ``-Xlog:cds=off`` keeps that quiet.
+    """
+    path = archive_path()
+    return f"-XX:SharedArchiveFile={path} -Xshare:auto -Xlog:cds=off" if path and path.is_file() else ""
+
+
+def write_class_archive(force: bool = False, recorded_run: Sequence[str] = RECORDED_RUN) -> Path:
+    """Record the classes a run loads (``recorded_run``, CLI arguments), then dump them into the archive; its path.
+
+    Takes about a minute on 2 cores, once; a no-op when the archive exists (``force`` writes it again).
+
+    >>> write_class_archive()  # doctest: +SKIP
+    PosixPath('/home/me/.cache/speedlayer/jvm/spark-4.1.0-1f2e3d4c5b6a.jsa')
+    """
+    path = archive_path()
+    if path is None:
+        raise EnvironmentProblem("no Java found for the class archive: install Java 17+ or set JAVA_HOME")
+    if path.is_file() and not force:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="speedlayer-warm-up-") as work:
+        classes, started = Path(work) / "classes.lst", Path(work) / "java.json"
+        recording = [sys.executable, "-m", "speedlayer.runtime.class_archive", str(classes), str(started), *recorded_run]
+        _must(subprocess.run(recording, capture_output=True, text=True, cwd=work, timeout=900), "recording a run")
+        java, class_path = json.loads(started.read_text())
+        partial = path.with_suffix(f".{os.getpid()}.partial")
+        dump = [java, "-Xshare:dump", f"-XX:SharedClassListFile={classes}", f"-XX:SharedArchiveFile={partial}",
+                "-cp", class_path]
+        _must(subprocess.run(dump, capture_output=True, text=True, timeout=900), "dumping the archive")
+        os.replace(partial, path)  # whole or not at all: a JVM starting meanwhile sees no half-written file
+    return path
+
+
+def _must(done: subprocess.CompletedProcess, doing: str) -> None:
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise EnvironmentProblem(f"warm-up failed {doing} (exit {done.returncode}): {last[0]}; "
+                                 "runs still work, only their Spark starts slower")
+
+
+def _own_java_child() -> tuple[str, str]:
+    """The executable and class path of the JVM this process started (Spark's, via spark-submit's exec)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            args = (stat.parent / "cmdline").read_text().split("\0")
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and "-cp" in args and Path(args[0]).name == "java":
+            return args[0], args[args.index("-cp") + 1]
+    raise EnvironmentProblem("warm-up found no Spark JVM among its child processes (it needs Linux's /proc)")
+
+
+def _record(classes: Path, started: Path, recorded_run: list[str]) -> None:
+    """Run the recorded job in this process, its JVM listing every class it loads; then name that JVM."""
+    from speedlayer.cli.app import main
+
+    state = classes.parent / "state"
+    try:
+        main([*recorded_run, "--state-dir", str(state),
+              "--conf", f"spark.driver.extraJavaOptions=-XX:DumpLoadedClassList={classes}"])
+    except SystemExit as end:
+        if end.code:
+            raise
+    started.write_text(json.dumps(_own_java_child()))  # Spark's JVM lives until this process ends
+
+
+if __name__ == "__main__":
+    _record(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])
