@@ -33,7 +33,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "speedlayer" / "jvm"
 
 
-def _java() -> Path | None:
+def java_binary() -> Path | None:
+    """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on PATH; None when there is none."""
     home = os.environ.get("JAVA_HOME")
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     return Path(java).resolve() if java and Path(java).exists() else None
@@ -43,7 +44,7 @@ def archive_path() -> Path | None:
     """The archive for this PySpark install and this Java (whether written yet or not); None without Java."""
     import pyspark
 
-    java = _java()
+    java = java_binary()
     if java is None:
         return None
     spark_home = Path(pyspark.__file__).resolve().parent

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 from speedlayer.core import faults
 from speedlayer.core.errors import ConfigError, EnvironmentProblem
 from speedlayer.runtime.bounds import bounds_conf
-from speedlayer.runtime.class_archive import class_archive_options
+from speedlayer.runtime.class_archive import class_archive_options, java_binary
 from speedlayer.runtime.jvm_output import jvm_stderr_filtered
 from speedlayer.runtime.shipping import ship_plan
 
@@ -62,9 +61,8 @@ JIT_FLAGS = "-XX:-DontCompileHugeMethods"
 
 def java_version() -> int | None:
     """Major version of the Java that Spark will use, or None when there is none."""
-    home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    if not java or not Path(java).exists():
+    java = java_binary()
+    if java is None:
         return None
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
