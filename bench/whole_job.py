@@ -1,4 +1,4 @@
-"""The fleet job's outputs, each alone and several together: events/s per configuration (issue 26).
+"""The fleet job's outputs, each alone and several together: events/s per configuration.
 
     .venv/bin/python bench/whole_job.py                          # each output alone, then all seven
     .venv/bin/python bench/whole_job.py --configs incidents --layouts separate

@@ -55,11 +55,13 @@ class KafkaTopics:
                 time.sleep(0.5)
 
     def delete(self, name: str) -> None:
+        from confluent_kafka import KafkaException
+
         admin = self._admin()
         for future in admin.delete_topics([name]).values():
             try:
                 future.result(30)
-            except Exception:  # already gone
+            except KafkaException:  # already gone
                 pass
 
     def produce(self, topic: str, records: list[tuple[str | None, str | bytes]], partition: int | None = None) -> None:

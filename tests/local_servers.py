@@ -323,9 +323,10 @@ class Kafka(LocalServer):
     def ready(self) -> bool:
         if not port_open("127.0.0.1", self.port):
             return False
+        from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
         try:
             return bool(AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(timeout=2).brokers)
-        except Exception:
+        except KafkaException:
             return False

@@ -24,7 +24,7 @@ import pytest
 
 from speedlayer.testing.cluster import free_port  # noqa: F401 — tests take it from here too
 from tests import local_servers
-from tests.local_servers import port_open  # noqa: F401 — tests take it from here too
+from tests.local_servers import port_open
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 _lock = threading.Lock()

@@ -25,7 +25,7 @@ from bytewax.operators.windowing import EventClock, TumblingWindower, fold_windo
 from bytewax.testing import TestingSink, cluster_main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from common import (
     WATERMARK_MS,
     WINDOW_MS,
     input_files,

@@ -19,7 +19,7 @@ from pathlib import Path
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import WATERMARK_MS, WINDOW_MS, load_zones, write_windows  # noqa: E402
+from common import WATERMARK_MS, WINDOW_MS, load_zones, write_windows
 
 
 def limit_case() -> str:

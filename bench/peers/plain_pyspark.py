@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from plain_fleet import plain_windows  # noqa: E402
+from plain_fleet import plain_windows
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (  # noqa: E402
+from common import (
     WATERMARK_MS,
     WINDOW_MS,
     input_files,

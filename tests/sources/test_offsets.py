@@ -182,7 +182,7 @@ def test_socket_offsets_are_the_same_when_a_batch_is_computed_twice(spark):
     server = PushServer()
     seen: list[tuple[list, list]] = []
 
-    def twice(df, batch_id):  # noqa: ARG001
+    def twice(df, batch_id):
         seen.append((sorted(r.offset for r in df.collect()), sorted(r.offset for r in df.collect())))
 
     query = open_source(f"socket://127.0.0.1:{server.port}").read_stream(spark).writeStream.foreachBatch(twice).start()
@@ -203,7 +203,7 @@ def test_socket_offsets_continue_after_a_restart_from_the_checkpoint(spark, tmp_
     """A restarted run numbers its new lines after the checkpoint's: dead letters of both runs keep their keys."""
     seen: list[tuple[str, int]] = []
 
-    def collect(df, batch_id):  # noqa: ARG001
+    def collect(df, batch_id):
         seen.extend((r.value, int(r.offset)) for r in df.collect())
 
     for lines in (["a"] * 5, ["b"] * 3):

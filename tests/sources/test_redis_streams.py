@@ -52,7 +52,7 @@ def drain(spark, source, checkpoint, max_events: int | None = None):
     """Run the source to its current end (availableNow): its rows, and the progress of batches with rows."""
     rows = []
 
-    def collect(df, batch_id):  # noqa: ARG001
+    def collect(df, batch_id):
         rows.extend(df.collect())
 
     query = (source.read_stream(spark, max_events).writeStream.foreachBatch(collect)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 
 import typer
-from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 
 from speedlayer import __version__
 from speedlayer.cli import debug
@@ -28,10 +27,12 @@ from speedlayer.cli.train import train_command
 from speedlayer.cli.warm_up import warm_up_command
 from speedlayer.core.errors import SpeedlayerError
 
+#: click's UsageError as the click inside Typer raises it: Typer exports BadParameter, a subclass, not the class
+USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
 app = typer.Typer(
     name="speedlayer",
     help="Real-time stream processing on Spark Structured Streaming.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -62,17 +63,15 @@ def version_command() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes exit 2 with one line, no traceback (``--debug`` adds it)."""
+    args = sys.argv[1:] if argv is None else argv
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=args or ["--help"], standalone_mode=False)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
         err.print("stopped")
         sys.exit(130)
-    except click.NoArgsIsHelpError as exc:
-        out.print(exc.format_message(), soft_wrap=True)
-        sys.exit(0)
-    except click.UsageError as exc:
+    except USAGE_ERROR as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
         err.print(f"error: {exc.format_message()}{hint}", soft_wrap=True)
         sys.exit(2)

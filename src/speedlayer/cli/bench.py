@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 
 import typer
-from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 
 from speedlayer.cli.console import err, out
+from speedlayer.core.errors import ConfigError
 
 
 def bench_command(
@@ -63,15 +63,15 @@ def advise_command(
     from speedlayer.core.durations import positive_duration
 
     if output not in ("windows", "alerts"):
-        raise click.UsageError(f"--output {output!r}: choose windows or alerts")
+        raise ConfigError(f"--output {output!r}: choose windows or alerts")
     if not 0 < headroom <= 1:
-        raise click.UsageError("--headroom is the share of the interval a batch may take: between 0 and 1")
+        raise ConfigError("--headroom is the share of the interval a batch may take: between 0 and 1")
     if rate <= 0 or batches <= 0 or any(s <= 0 for s in size or ()):
-        raise click.UsageError("--rate, --batches and --size must be above zero")
+        raise ConfigError("--rate, --batches and --size must be above zero")
     latency_ms = positive_duration(latency, "--latency") if latency else None
     sizes = list(size or (5_000, 20_000, 60_000))
     if from_json is None and len(set(sizes)) < 2:
-        raise click.UsageError("give at least two different --size values to fit a batch cost")
+        raise ConfigError("give at least two different --size values to fit a batch cost")
     from speedlayer.bench.command import execute_advise
 
     execute_advise(rate, latency_ms, output, headroom, Path(from_json) if from_json else None, sizes, batches,

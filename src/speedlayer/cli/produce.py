@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import typer
-from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 
 from speedlayer.cli.console import err, out
+from speedlayer.core.errors import ConfigError
 
 
 def produce_command(
@@ -34,7 +34,7 @@ def produce_command(
                                    start=start, from_event=from_event, chunk=chunk, master=master)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise click.UsageError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
+        raise ConfigError(f"--{str(first['loc'][0]).replace('_', '-')}: {first['msg']}") from None
     plan = plan_produce(settings)
     plan.destination.check()
     from speedlayer.cli.producing import execute_produce

@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 
 import typer
-from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 from typer.core import TyperCommand
 
 from speedlayer.cli.console import err, out
+from speedlayer.core.errors import ConfigError, SpeedlayerError
 from speedlayer.runtime.settings import build_settings, load_yaml, output_modes, pairs
 
 _O = typer.Option
@@ -68,10 +68,10 @@ def run_command(
 ) -> None:
     """Run JOB (or a job file) from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
-        raise click.UsageError("give --duration or --max-events, not both")
+        raise ConfigError("give --duration or --max-events, not both")
     job, job_file = job_and_file(job, job_file)
     file_values = load_yaml(config) if config else {}
-    options, inputs = _job_flags(job or file_values.get("job"), job_file or file_values.get("job_file"), ctx.args)
+    options, inputs = _job_flags(job or file_values.get("job"), job_file or file_values.get("job_file"), ctx)
     flags = {
         "job": job, "job_file": job_file, "source": source, "sinks": pairs(sink, "--sink", "NAME=URI"), "trigger": trigger,
         "output_mode": output_modes(output_mode), "watermark": watermark, "max_ahead": max_ahead, "dedup": dedup,
@@ -96,7 +96,7 @@ def _surfaces(live: bool, dashboard: bool | None, dashboard_port: int | None, ho
 
     for flag, port in (("--dashboard-port", dashboard_port), ("--metrics-port", metrics_port)):
         if port is not None and not 0 < port < 65536:
-            raise click.UsageError(f"{flag} {port} is not a port: give 1-65535")
+            raise ConfigError(f"{flag} {port} is not a port: give 1-65535")
     wants_dashboard = (live or dashboard_port is not None) if dashboard is None else dashboard
     return Surfaces(wants_dashboard, dashboard_port, host, metrics_port)
 
@@ -108,26 +108,23 @@ def job_and_file(job: str | None, job_file: str | None) -> tuple[str | None, str
     ((None, 'orders.yaml'), ('fleet', None))
     """
     if job is not None and job_file is not None:
-        raise click.UsageError(f"give a JOB or --job-file, not both (got {job!r} and --job-file {job_file!r})")
+        raise ConfigError(f"give a JOB or --job-file, not both (got {job!r} and --job-file {job_file!r})")
     if job is not None and job.lower().endswith((".yaml", ".yml")):
         return None, job
     return job, job_file
 
 
-def _job_flags(job: str | None, job_file: str | None, args: list[str]) -> tuple[dict[str, str], dict[str, str]]:
+def _job_flags(job: str | None, job_file: str | None, ctx: typer.Context) -> tuple[dict[str, str], dict[str, str]]:
     """The job's own options and inputs given as flags (``--trip-gap 10min``, ``--rides URI``)."""
     if job is None and job_file is None:
-        raise click.UsageError("name the job to run: speedlayer run JOB (see 'speedlayer jobs'), a job file, "
+        raise ConfigError("name the job to run: speedlayer run JOB (see 'speedlayer jobs'), a job file, "
                                "or job: in --config")
-    if not args:
+    if not ctx.args:
         return {}, {}
-    from typer._click.globals import get_current_context
-
     from speedlayer.cli.job_flags import parse_job_flags
 
-    context = get_current_context(silent=True)
-    run_flags = [o for p in context.command.params for o in p.opts] if context is not None else []
-    return parse_job_flags(args, _resolve(job, job_file), run_flags)
+    run_flags = [o for p in ctx.command.params for o in p.opts]
+    return parse_job_flags(ctx.args, _resolve(job, job_file), run_flags)
 
 
 def _resolve(job: str | None, job_file: str | None):
@@ -161,9 +158,7 @@ class RunCommand(TyperCommand):
 
 
 def _named_job(name: str):
-    from speedlayer.core.errors import SpeedlayerError
-
     try:
         return _resolve(*job_and_file(name, None))
-    except (SpeedlayerError, click.UsageError):
+    except SpeedlayerError:
         return None

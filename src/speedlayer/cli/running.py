@@ -124,7 +124,7 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
 
     run = Run(spark, plan, on_started=on_started, notify=lambda line: errors.print(f"note: {line}", soft_wrap=True))
 
-    def on_interrupt(signum, frame):  # noqa: ARG001
+    def on_interrupt(signum, frame):
         if run.stop_requested.is_set():
             run.force_stop.set()
         run.stop_requested.set()

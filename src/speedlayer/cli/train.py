@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import typer
-from typer._click import exceptions as click  # Typer (pinned) vendors click's exceptions
 
 from speedlayer.cli.console import err, out
+from speedlayer.core.errors import ConfigError
 
 
 def train_command(
@@ -20,7 +20,7 @@ def train_command(
 ) -> None:
     """Fit a job's model in batch on generated history and save it (fraud: Spark ML pipeline + card profiles)."""
     if job != "fraud":
-        raise click.UsageError(f"no model to train for job {job!r}: only 'fraud' has one")
+        raise ConfigError(f"no model to train for job {job!r}: only 'fraud' has one")
     import tempfile
     from pathlib import Path
 
@@ -30,7 +30,7 @@ def train_command(
     from speedlayer.sources.generator import GeneratorSource
 
     if GeneratorSource(parse_uri(generator, "--generator URI")).options.kind != "transactions":
-        raise click.UsageError("--generator must generate transactions: add kind=transactions")
+        raise ConfigError("--generator must generate transactions: add kind=transactions")
     check_java()
     log_file = Path(tempfile.gettempdir()) / "speedlayer-train-spark.log"
     err.print(f"starting Spark ({master}); Spark's log: {log_file}", soft_wrap=True, markup=False)

@@ -147,7 +147,7 @@ def _host_name(header: str) -> str:
 class _Handler(BaseHTTPRequestHandler):
     server: DashboardServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 — quiet: the terminal belongs to the view
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("dashboard: " + format, *args)
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
@@ -158,7 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 — http.server's name
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         try:
             if not self.server.serves_host(self.headers.get("Host")):

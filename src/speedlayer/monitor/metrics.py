@@ -29,9 +29,6 @@ from typing import Any
 
 from speedlayer.decode.observation import LATE_OBSERVATION, OBSERVATION, QUANTILES
 
-#: operator names of Spark's deduplication operators (their custom metric numDroppedDuplicateRows)
-DEDUP_OPERATORS = ("dedupe", "dedupeWithinWatermark")
-
 
 @dataclass
 class StateOperator:

@@ -79,16 +79,16 @@ class _ProgressBridge:
     def __init__(self, tracker: ProgressTracker) -> None:
         self.tracker = tracker
 
-    def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802 — Spark's interface
+    def onQueryStarted(self, jevent: Any) -> None:
         self.tracker.started(jevent.id().toString(), jevent.name())
 
-    def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802
+    def onQueryProgress(self, jevent: Any) -> None:
         self.tracker.record(json.loads(jevent.progress().json()))
 
-    def onQueryIdle(self, jevent: Any) -> None:  # noqa: N802
+    def onQueryIdle(self, jevent: Any) -> None:
         pass
 
-    def onQueryTerminated(self, jevent: Any) -> None:  # noqa: N802
+    def onQueryTerminated(self, jevent: Any) -> None:
         exception = jevent.exception()
         self.tracker.terminated(jevent.id().toString(), exception.get() if exception.isDefined() else None)
 
@@ -149,16 +149,16 @@ class ProgressTracker(StreamingQueryListener):
             self._lock.notify_all()
 
     # PySpark's listener interface, for callers that hand the tracker PySpark's own events
-    def onQueryStarted(self, event: Any) -> None:  # noqa: N802
+    def onQueryStarted(self, event: Any) -> None:
         self.started(str(event.id), event.name)
 
-    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+    def onQueryProgress(self, event: Any) -> None:
         self.record(json.loads(event.progress.json))
 
-    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+    def onQueryIdle(self, event: Any) -> None:
         pass
 
-    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+    def onQueryTerminated(self, event: Any) -> None:
         self.terminated(str(event.id), getattr(event, "exception", None))
 
     def wait_terminated(self, names: list[str], timeout: float = 5.0) -> bool:

@@ -73,7 +73,8 @@ class Output:
     def for_params(self, params: Params) -> Output:
         """This output under the run's settings.
 
-        >>> FLEET.outputs["windows"].for_params(Params(allowed_lateness_ms=30_000)).default_mode  # doctest: +SKIP
+        >>> lenient = Params(options=FleetOptions(allowed_lateness="30s"))      # doctest: +SKIP
+        >>> FLEET.outputs["windows"].for_params(lenient).default_mode          # doctest: +SKIP
         'update'
         """
         return self if self.configure is None else self.configure(self, params)

@@ -70,7 +70,7 @@ def _import(module_name: str, reference: str) -> Any:
                               "that holds it") from exc
         raise ConfigError(f"job reference {reference}: module {module_name} failed while importing: {error_line(exc)}: "
                           "install what it imports") from exc
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 — the user's module: any error of it is theirs
+    except (Exception, SystemExit) as exc:
         raise ConfigError(f"job reference {reference}: module {module_name} failed while importing: {error_line(exc)}: "
                           "fix the module (--debug shows the traceback)") from exc
 

@@ -83,7 +83,7 @@ class KafkaDestination(Destination):
     def open(self) -> None:
         self._producer = self._new_producer()
 
-    def _delivered(self, error, message) -> None:  # noqa: ARG002
+    def _delivered(self, error, message) -> None:
         if error is not None and self._failure is None:
             self._failure = error.str()
 

@@ -68,7 +68,7 @@ class PerBatchWriter:
     def __init__(self, writer, per_batch: Callable[[Any, int], Any]):
         self._writer, self._per_batch = writer, per_batch
 
-    def foreachBatch(self, write: Callable[[Any, int], None]):  # noqa: N802 — Spark's name
+    def foreachBatch(self, write: Callable[[Any, int], None]):
         return self._writer.foreachBatch(writing_per_batch(write, self._per_batch))
 
     def __getattr__(self, name: str):

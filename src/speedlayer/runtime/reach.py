@@ -101,7 +101,7 @@ def check_reachable(spark, places: Mapping[str, Path]) -> None:
         try:
             found = (spark.sparkContext.parallelize(range(tasks), tasks)
                      .mapPartitions(lambda _: _look(probes, token)).collect())
-        except Exception as exc:  # noqa: BLE001 — the first Python on the executors: say what it lacks
+        except Exception as exc:
             raise executors_broken(exc) from exc
     finally:
         for probe in probes.values():

@@ -85,8 +85,6 @@ def check_java() -> None:
 
 
 LOOPBACK = "127.0.0.1"
-#: ``--spark-ui``: on loopback (default in local mode), off, or open on every interface
-SPARK_UI_MODES = ("local", "off", "open")
 
 
 def is_local(master: str) -> bool:

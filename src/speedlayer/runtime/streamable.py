@@ -19,7 +19,6 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.spark_errors import quiet_analysis_errors, spark_reason
 from speedlayer.pipelines.base import Output
 
-_CHECKER = "org.apache.spark.sql.catalyst.analysis.UnsupportedOperationChecker"
 #: Spark's switch for the checker (on by default); when off, Spark does not check at start either
 _CHECK_CONF = "spark.sql.streaming.unsupportedOperationCheck"
 

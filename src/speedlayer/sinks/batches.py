@@ -255,7 +255,7 @@ class BatchFunction:
         job = PartitionJob(self.connector, batch_id, self.output, self.key)
         try:
             results = self.prepare(batch_df).mapInArrow(job, PARTITION_RESULT).collect()
-        except Exception as exc:  # noqa: BLE001 — turned into one line when it is ours
+        except Exception as exc:
             if interrupted(exc):
                 raise RuntimeError(INTERRUPTED) from None
             message = sink_error_message(exc)

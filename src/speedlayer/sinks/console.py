@@ -100,7 +100,7 @@ def newest_rows(batch: DataFrame, batch_id: int, job: str, output: str, rows: in
     counted = counted.orderBy(F.col(time_cols[-1]).desc()) if time_cols else counted
     try:
         found = counted.limit(rows).collect()
-    except Exception as exc:  # noqa: BLE001 — a stop mid-batch must reach Spark short (see batches)
+    except Exception as exc:
         if interrupted(exc):
             raise RuntimeError(INTERRUPTED) from None
         raise

@@ -157,7 +157,7 @@ class Transactions:
         failures: list = []
         timeout = self.call_timeout_s
 
-        def delivered(error, message) -> None:  # noqa: ARG001
+        def delivered(error, message) -> None:
             if error is not None:
                 failures.append(error)
 

@@ -48,7 +48,7 @@ def write_isolating(write: Callable[[pa.RecordBatch, int], None], batch: pa.Reco
     try:
         write(batch, start)
         return []
-    except Exception as exc:  # noqa: BLE001 — either a refusal of data, handled here, or raised again
+    except Exception as exc:
         reason = refusal(exc)
         if reason is None:
             raise

@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 
 from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.sources.redis_location import RedisLocation
-from speedlayer.sources.redis_offsets import (  # noqa: F401 — re-exported for redis_streams
+from speedlayer.sources.redis_offsets import (
     Advancer,
     LostRange,
     StreamInfo,

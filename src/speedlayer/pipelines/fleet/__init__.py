@@ -139,11 +139,11 @@ FLEET = Job(
         "count-windows": Output("count-windows", "per-vehicle average speed over every --count-window pings",
                                 (APPEND,), APPEND, True, ("vehicle_id", "window_index")),
         # --- end state-windows ---
-        # --- speeding incidents (issue 4: incidents) ---
+        # --- speeding incidents ---
         "incidents": Output("incidents", "per-vehicle speeding incidents: opened after --incident-after above the limit, "
                             "emitted when they close (speed back under the limit, or silent for --incident-timeout)",
                             (APPEND, UPDATE), APPEND, True, ("vehicle_id", "started_at"), check=_check_incidents),
-        # --- late events, kept (issue 4: late data) ---
+        # --- late events, kept ---
         "late": LATE,  # keyed by (event_id, missed_watermark)
         # --- ride matching ---
         "matches": Output("matches", "candidate vehicles per ride request (--rides): pings within --match-cell metres "

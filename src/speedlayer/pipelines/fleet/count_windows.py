@@ -53,7 +53,7 @@ STATE_SCHEMA = T.StructType([
 def count_windows(events: DataFrame, params: Params) -> DataFrame:
     """Full windows of ``params.count_window`` pings per vehicle, numbered from 0 by event time.
 
-    >>> count_windows(events_df, Params(count_window=20)).columns  # doctest: +SKIP
+    >>> count_windows(events_df, Params(options=FleetOptions(count_window=20))).columns  # doctest: +SKIP
     ['vehicle_id', 'window_index', 'window_start', 'window_end', 'pings', 'avg_speed_kmh', 'max_speed_kmh']
     """
     n = fleet_options(params).count_window

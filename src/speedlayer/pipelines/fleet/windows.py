@@ -54,7 +54,7 @@ def windows_with_lateness(events: DataFrame, params: Params) -> DataFrame:
     so that Spark does not drop the events the windows may still take. A static DataFrame has no
     late events: every window is revision 0.
 
-    >>> windows_with_lateness(decoded.events, Params(allowed_lateness_ms=30_000)).columns[-1]  # doctest: +SKIP
+    >>> windows_with_lateness(decoded.events, Params(options=FleetOptions(allowed_lateness="30s"))).columns[-1]  # doctest: +SKIP
     'revision'
     """
     if not events.isStreaming:
