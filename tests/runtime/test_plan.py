@@ -61,6 +61,11 @@ def test_a_job_object_that_is_not_registered_is_planned_under_its_own_name():
     ({"source": "generator://?late=2"}, "option 'late'"),
     ({"source": "generator://?speed=2"}, "has no option 'speed'"),
     ({"source": "files:///x?format=xml"}, "option 'format'"),
+    # sources that cannot count what they read: refused here, before any lock, manifest or Spark session
+    ({"source": "files:///x", "max_events": 10}, "files:// does not count the events it reads; .*--trigger available-now"),
+    ({"source": "kafka://127.0.0.1:9/t", "max_events": 10}, "kafka:// does not count .*available-now or --duration"),
+    ({"source": "socket://127.0.0.1:9", "max_events": 10}, "socket:// does not count .*--duration"),
+    ({"source": "shopfeed://", "max_events": 10}, "shopfeed:// does not count .*--duration"),  # a plug-in's own
 ])
 def test_impossible_runs_are_refused_before_start(kwargs, match):
     with pytest.raises(ConfigError, match=match) as err:

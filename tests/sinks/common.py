@@ -47,9 +47,9 @@ def run(spark, s: RunSettings):
     return summary
 
 
-def target(output: str, mode: str = "append", key: tuple[str, ...] | None = None) -> Target:
+def target(output: str, mode: str = "append", key: tuple[str, ...] | None = None, fresh: bool = False) -> Target:
     key = key if key is not None else (WINDOW_KEY if output in ("windows", "sliding") else ("event_id",))
-    return Target("fleet", output, f"fleet_{output}", mode=mode, key=key)
+    return Target("fleet", output, f"fleet_{output}", mode=mode, key=key, fresh_checkpoint=fresh)
 
 
 def at(second: float) -> dt.datetime:

@@ -1,6 +1,8 @@
 """delta: — Delta Lake appends once per batch id, a fresh run into another run's table is refused, and a Spark
 without a Delta release is refused before start."""
 
+import dataclasses
+
 import pytest
 
 from speedlayer.core.errors import ConfigError, SinkError
@@ -31,7 +33,7 @@ def test_a_spark_no_delta_release_is_built_for_is_refused_in_one_line(monkeypatc
 def test_a_replayed_batch_is_appended_once_and_a_fresh_run_is_refused(spark, tmp_path):
     path = tmp_path / "alerts"
     sink = open_sink(f"delta:{path}")
-    target = Target("fleet", "alerts", "fleet_alerts", key=("event_id",))
+    target = Target("fleet", "alerts", "fleet_alerts", key=("event_id",), fresh_checkpoint=True)
     sink.check("alerts", fresh_checkpoint=True)
     write = sink.batch_function(None, target)
     batch0 = spark.createDataFrame([("e1", 90.0), ("e2", 95.0)], "event_id string, speed_kmh double")
@@ -43,6 +45,5 @@ def test_a_replayed_batch_is_appended_once_and_a_fresh_run_is_refused(spark, tmp
     rows = spark.read.format("delta").load(str(path)).collect()
     assert sorted(r.event_id for r in rows) == ["e1", "e2", "e3"]
     with pytest.raises(SinkError, match=f"already holds batches of another run of fleet:alerts .*{app_id('fleet', 'alerts')}"):
-        sink.batch_function(None, target)  # the check said: fresh checkpoint
-    sink.check("alerts", fresh_checkpoint=False)
-    sink.batch_function(None, target)  # the same run resumed: fine
+        sink.batch_function(None, target)  # a fresh checkpoint: another run's batches
+    sink.batch_function(None, dataclasses.replace(target, fresh_checkpoint=False))  # the same run resumed: fine

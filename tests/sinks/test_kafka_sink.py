@@ -169,9 +169,8 @@ def test_a_fresh_run_into_a_topic_another_run_wrote_is_refused(spark, kafka, tmp
     sink.check("alerts", fresh_checkpoint=True)
     group = marker_group("fleet", "alerts", topic)
     with pytest.raises(SinkError, match=f"already holds batches of another run .*--group {group}"):
-        sink.batch_function(None, Target("fleet", "alerts", "fleet_alerts", key=("event_id",)))
-    sink.check("alerts", fresh_checkpoint=False)  # the same run, resumed: fine
-    sink.batch_function(None, Target("fleet", "alerts", "fleet_alerts", key=("event_id",)))
+        sink.batch_function(None, Target("fleet", "alerts", "fleet_alerts", key=("event_id",), fresh_checkpoint=True))
+    sink.batch_function(None, Target("fleet", "alerts", "fleet_alerts", key=("event_id",)))  # the same run, resumed
 
 
 def test_kafka_to_kafka_alerts_arrive_once_each_as_the_oracle_says(spark, kafka, tmp_path, run_cli):

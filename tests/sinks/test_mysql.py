@@ -141,8 +141,8 @@ def test_options_and_missing_driver_are_config_errors(monkeypatch, mysql_url):
 def test_a_new_run_appending_into_a_table_of_another_run_is_refused(spark, mysql_url):
     first = open_sink(mysql_url)
     first.check("dead-letters", fresh_checkpoint=True)
-    first.batch_function(ALERTS_SCHEMA, target("dead-letters"))(alerts_frame(spark, 3), 0)
+    first.batch_function(ALERTS_SCHEMA, target("dead-letters", fresh=True))(alerts_frame(spark, 3), 0)
     again = open_sink(mysql_url)
     again.check("dead-letters", fresh_checkpoint=True)
     with pytest.raises(SinkError, match="table `dead_letters` already holds rows of another run"):
-        again.batch_function(ALERTS_SCHEMA, target("dead-letters"))
+        again.batch_function(ALERTS_SCHEMA, target("dead-letters", fresh=True))

@@ -197,12 +197,11 @@ def test_options_and_missing_driver_are_config_errors(monkeypatch, postgres_url)
 def test_a_new_run_appending_into_a_table_of_another_run_is_refused(spark, postgres_url):
     first = open_sink(postgres_url)
     first.check("alerts", fresh_checkpoint=True)
-    first.batch_function(ALERTS_SCHEMA, target("alerts"))(alerts_frame(spark, 3), 0)
-    again = open_sink(postgres_url)
-    again.check("alerts", fresh_checkpoint=True)
+    first.batch_function(ALERTS_SCHEMA, target("alerts", fresh=True))(alerts_frame(spark, 3), 0)
+    again = open_sink(postgres_url)  # its check() not called: the guard holds whatever the order of calls
     with pytest.raises(SinkError, match='table "alerts" already holds rows of another run'):
-        again.batch_function(ALERTS_SCHEMA, target("alerts"))
-    again.batch_function(ALERTS_SCHEMA, target("alerts", "update"))  # upserts: the new run's rows win
+        again.batch_function(ALERTS_SCHEMA, target("alerts", fresh=True))
+    again.batch_function(ALERTS_SCHEMA, target("alerts", "update", fresh=True))  # upserts: the new run's rows win
     resumed = open_sink(postgres_url)
     resumed.check("alerts", fresh_checkpoint=False)
     resumed.batch_function(ALERTS_SCHEMA, target("alerts"))

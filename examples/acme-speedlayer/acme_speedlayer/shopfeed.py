@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pydantic import BaseModel, Field
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from speedlayer import RAW_SCHEMA, ConfigError, Source, parse_options
+from speedlayer import RAW_SCHEMA, Source, parse_options
 
 FORMAT = "acme_shopfeed"
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -67,14 +67,14 @@ class ShopFeedDataSource(DataSource):
 class ShopFeedSource(Source):
     scheme = "shopfeed"
     summary = "synthetic shop orders, a pure function of their offset"  # speedlayer sources lists it
+    supports_max_events = False  # --max-events is refused before start, with this fix:
+    how_to_bound = "bound the run with --duration"
 
     def __init__(self, uri):
         super().__init__(uri)
         self.options = parse_options(ShopFeedOptions, uri.options, "shopfeed://")  # a bad option: one line
 
     def read_stream(self, spark, max_events=None):
-        if max_events is not None:
-            raise ConfigError("shopfeed:// counts no events: bound the run with --duration")
         spark.dataSource.register(ShopFeedDataSource)
         return (spark.readStream.format(FORMAT).option("per_batch", self.options.per_batch)
                 .option("every_ms", self.options.every_ms).load())

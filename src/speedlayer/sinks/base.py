@@ -33,6 +33,9 @@ class Target:
     key: tuple[str, ...] = ()
     #: where rows the destination refuses are kept as dead letters (a folder), None: they fail the batch
     rejected: str | None = None
+    #: whether the query starts from an empty checkpoint (a new run), so its batch ids count from 0
+    #: again: a sink that keys its writes by batch refuses a destination holding another run's
+    fresh_checkpoint: bool = False
 
 
 class Sink(ABC):

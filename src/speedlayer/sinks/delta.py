@@ -85,7 +85,6 @@ class DeltaSink(Sink):
         no_options(uri)
         self.path: Path = uri.local_path()
         self.package = delta_package()
-        self.fresh_checkpoint = False
 
     def spark_packages(self) -> list[str]:
         return [self.package]
@@ -105,11 +104,10 @@ class DeltaSink(Sink):
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         if self.path.exists() and not self.path.is_dir():
             raise SinkError(f"{self.path} is a file: the delta sink needs a directory")
-        self.fresh_checkpoint = fresh_checkpoint
 
     def batch_function(self, schema: StructType, target: Target) -> DeltaAppend:
         app = app_id(target.job, target.output)
-        if self.fresh_checkpoint and committed_version(self.path, app) >= 0:
+        if target.fresh_checkpoint and committed_version(self.path, app) >= 0:
             raise SinkError(f"{self.path} already holds batches of another run of {target.job}:{target.output} (Delta "
                             f"txnAppId {app}): write to another table, or pass that run's --state-dir to resume it")
         return DeltaAppend(str(self.path), app)

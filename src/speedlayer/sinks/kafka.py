@@ -156,18 +156,13 @@ class KafkaSink(KafkaTopicSink):
         self.settings = {k.removeprefix("kafka."): v for k, v in self.client_options.items()}
         retry = parse_options(RetryOptions, {k: v for k, v in uri.options.items() if k in self.own_options}, "kafka://")
         self.retry_for_s = parse_duration(retry.retry_for, "retry_for") / 1000
-        self.fresh_checkpoint = False
-
-    def check(self, output_name: str, fresh_checkpoint: bool) -> None:
-        super().check(output_name, fresh_checkpoint)
-        self.fresh_checkpoint = fresh_checkpoint
 
     def batch_function(self, schema: StructType, target: Target) -> Transactions:
         group = marker_group(target.job, target.output, self.topic)
         transactions = Transactions(",".join(self.brokers), self.topic, group, self.settings, self.retry_for_s,
                                     output=target.output,
                                     store=RejectStore(Path(target.rejected), target.output) if target.rejected else None)
-        if self.fresh_checkpoint:
+        if target.fresh_checkpoint:
             self._refuse_another_runs_topic(group)
         return _Records(target, transactions)
 

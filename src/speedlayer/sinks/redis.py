@@ -259,7 +259,6 @@ class RedisSink(Sink):
             raise ConfigError(f"{uri.display}: the path is the database number, e.g. redis://host:6379/0")
         self.server = RedisServer(uri.host or "localhost", uri.port or 6379, int(db), uri.username, uri.password)
         self.retry_for_s = parse_duration(self.options.retry_for, "retry_for") / 1000
-        self.fresh_checkpoint = False
 
     @property
     def what(self) -> str:
@@ -279,7 +278,6 @@ class RedisSink(Sink):
         return client
 
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
-        self.fresh_checkpoint = fresh_checkpoint
         self._client().close()
 
     def batch_function(self, schema: T.StructType, target: Target) -> BatchFunction:
@@ -301,7 +299,7 @@ class RedisSink(Sink):
         stream, writer = self.options.stream or prefix, f"{target.job}:{target.output}"
         client = self._client()
         try:
-            if self.fresh_checkpoint and client.hexists(committed_key(stream), writer):
+            if target.fresh_checkpoint and client.hexists(committed_key(stream), writer):
                 raise SinkError(f"Redis stream {stream!r} already holds the output of another run of {writer}: write to "
                                 f"another one with ?stream=KEY, pass that run's --state-dir, or forget that run with "
                                 f"HDEL {committed_key(stream)} {writer} (and DEL {stream} if its entries must go too)")

@@ -251,7 +251,6 @@ class SqlSink(Sink):
         self.server = Server(uri.host or "localhost", uri.port or d.default_port, database, uri.username, uri.password)
         self.retry_for_s = parse_duration(self.options.retry_for, "retry_for") / 1000
         self.explicit_table = table_name(self.options.table, d) if self.options.table else None
-        self.fresh_checkpoint = False
 
     @property
     def what(self) -> str:
@@ -287,7 +286,6 @@ class SqlSink(Sink):
 
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         # The table is created in start(), once the output's schema is known; here: reachable, and allowed.
-        self.fresh_checkpoint = fresh_checkpoint
         with self.connected() as conn:
             self.dialect.check_access(conn, self.table_for(output_name))
 
@@ -305,7 +303,7 @@ class SqlSink(Sink):
         with self.connected() as conn:
             ensure_table(self.dialect, conn, table, columns, target.output)
             # Append mode keeps a stored row on a key conflict: a new run would lose its rows to an old run's.
-            if self.fresh_checkpoint and target.mode == APPEND and self.dialect.has_rows(conn, table):
+            if target.fresh_checkpoint and target.mode == APPEND and self.dialect.has_rows(conn, table):
                 raise SinkError(f"table {self.dialect.quote(table)} already holds rows of another run, which append mode "
                                 "would keep over this run's rows of the same key: pass that run's --state-dir to resume "
                                 "it, empty the table, write to another one with ?table=NAME, or use --output-mode update")

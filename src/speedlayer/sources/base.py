@@ -32,6 +32,10 @@ class Source(ABC):
     supports_realtime: ClassVar[bool] = False
     #: whether a restart replays exactly what a failed batch had read
     fault_tolerant: ClassVar[bool] = True
+    #: whether ``read_stream`` can stop after ``max_events`` events (``--max-events``); a run from a source
+    #: that cannot is refused before anything starts, with ``how_to_bound`` as the fix
+    supports_max_events: ClassVar[bool] = True
+    how_to_bound: ClassVar[str] = "bound the run with --duration"
 
     def __init__(self, uri: Uri):
         self.uri = uri
@@ -105,7 +109,7 @@ class Source(ABC):
 
     @abstractmethod
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
-        """The RAW stream; with ``max_events`` it yields no more than that many events."""
+        """The RAW stream; with ``max_events`` (only when ``supports_max_events``) no more than that many events."""
 
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         """The same RAW rows as a static DataFrame (for backfills and equivalence checks)."""

@@ -81,6 +81,8 @@ class FilesSource(Source):
 
     scheme = "files"
     summary = "JSON, CSV or Parquet files dropped into a landing directory"
+    supports_max_events = False
+    how_to_bound = "bound a files run with --trigger available-now"
 
     def __init__(self, uri: Uri):
         super().__init__(uri)
@@ -193,8 +195,6 @@ class FilesSource(Source):
         return T.StructType([T.StructField(name, found.get(name, typ)) for name, typ in wire.items()])
 
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
-        if max_events is not None:
-            raise ConfigError("--max-events counts generated events; bound a files run with --trigger available-now")
         return self._load(spark, streaming=True)
 
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:

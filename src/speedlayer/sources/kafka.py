@@ -217,6 +217,8 @@ class KafkaSource(Source):
     summary = "Kafka topics through Spark's own Kafka connector"
     supports_continuous = True
     supports_realtime = True
+    supports_max_events = False
+    how_to_bound = "bound a Kafka run with --trigger available-now or --duration"
 
     def batch_rows(self, interval_ms: int) -> int | None:
         return self.options.max_offsets_per_trigger
@@ -300,9 +302,6 @@ class KafkaSource(Source):
         )
 
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
-        if max_events is not None:
-            raise ConfigError("--max-events counts generated events; "
-                              "bound a Kafka run with --trigger available-now or --duration")
         return self._raw(spark.readStream.format(DATA_SOURCE).options(**self.spark_options()).load())
 
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:

@@ -60,6 +60,8 @@ class SocketSource(Source):
     summary = "lines of text from a TCP socket (for demos: at-most-once)"
     supports_continuous = True
     fault_tolerant = False
+    supports_max_events = False
+    how_to_bound = "bound a socket run with --duration"
 
     def __init__(self, uri: Uri):
         super().__init__(uri)
@@ -103,8 +105,6 @@ class SocketSource(Source):
                               f"first, e.g. `nc -lk {self.port}`, or fix the address") from None
 
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
-        if max_events is not None:
-            raise ConfigError("--max-events counts generated events; bound a socket run with --duration")
         if not self.continuous:
             spec = {"host": self.host, "port": self.port, **self.options.model_dump()}
             spark.dataSource.register(SocketDataSource)

@@ -17,6 +17,7 @@ SinkReport(sink='postgresql://...', guarantee='exactly-once', mode='append', bat
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -140,6 +141,7 @@ def _write(spark: SparkSession, sink: Sink, stream: DataFrame, checkpoint: Path,
     """Run one available-now query of ``stream`` into ``sink``; its progress reports."""
     sink.check(target.output, fresh)
     sink.check_session(spark)
+    target = dataclasses.replace(target, fresh_checkpoint=fresh)
     df = sink.records(stream, target)
     writer = (df.writeStream.queryName(target.query_name).outputMode(target.mode)
               .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
