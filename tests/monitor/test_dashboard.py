@@ -9,13 +9,13 @@ import pytest
 from speedlayer.cli.app import main
 from speedlayer.core.errors import ConfigError
 from speedlayer.monitor.dashboard import open_server
-from speedlayer.monitor.executors import ExecutorRecord, ExecutorWatch
 from speedlayer.monitor.feed import ResultsFeed
+from speedlayer.runtime.executors import ExecutorRecord, ExecutorWatch
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.sinks.console import BatchView
-from tests.monitor.test_metrics import RECORDED
+from tests.runtime.test_metrics import RECORDED
 
 
 def get(url: str) -> tuple[int, str, str]:

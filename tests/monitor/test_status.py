@@ -44,7 +44,7 @@ def test_cli_prints_the_table(tmp_path, capsys):
 
 
 def test_cli_prints_the_executors_the_run_recorded(tmp_path, capsys):
-    from speedlayer.monitor.executors import ExecutorBook, ExecutorRecord, save_report
+    from speedlayer.runtime.executors import ExecutorBook, ExecutorRecord, save_report
 
     write_checkpoint(tmp_path / "checkpoints" / "windows", committed=3, planned=3)
     main(["status", "--state-dir", str(tmp_path)])

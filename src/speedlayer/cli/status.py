@@ -18,8 +18,9 @@ def status_command(
     from pathlib import Path
 
     from speedlayer.core.sizes import human_size
-    from speedlayer.monitor.executors import status_lines
-    from speedlayer.monitor.status import add_operators, compact, find_checkpoints, iso, kafka_lag
+    from speedlayer.core.times import iso
+    from speedlayer.monitor.status import add_operators, compact, find_checkpoints, kafka_lag
+    from speedlayer.runtime.executors import status_lines
 
     statuses = find_checkpoints(Path(state_dir))
     if operators and any(s.stateful for s in statuses):

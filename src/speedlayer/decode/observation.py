@@ -1,7 +1,7 @@
 """The per-batch observation decode attaches to a micro-batch query, and its sampling.
 
 Spark computes it inside each batch (``DataFrame.observe``): rows refused, events accepted, the
-percentiles of event and ingest time, the newest event time. ``speedlayer.monitor.metrics`` reads
+percentiles of event and ingest time, the newest event time. ``speedlayer.runtime.metrics`` reads
 it back from the progress report; it lives here so that decode needs nothing of the monitor.
 """
 

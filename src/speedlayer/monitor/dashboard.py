@@ -30,8 +30,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import mask_secrets
 from speedlayer.monitor.feed import ResultsFeed
-from speedlayer.monitor.progress import DURATION_BUCKETS
 from speedlayer.monitor.prometheus import metrics_registry
+from speedlayer.runtime.progress import DURATION_BUCKETS
 from speedlayer.sources.base import partition_lag
 
 if TYPE_CHECKING:

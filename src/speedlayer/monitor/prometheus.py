@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from speedlayer.monitor.executors import ExecutorWatch
-from speedlayer.monitor.progress import DURATION_BUCKETS, ProgressTracker
+from speedlayer.runtime.executors import ExecutorWatch
+from speedlayer.runtime.progress import DURATION_BUCKETS, ProgressTracker
 from speedlayer.sources.base import partition_lag
 
 if TYPE_CHECKING:

@@ -13,7 +13,6 @@ Stateful queries also have ``state/``, which Spark's ``state-metadata`` source d
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.sizes import tree_size
+from speedlayer.core.times import iso
 from speedlayer.runtime.manifest import MANIFEST
 from speedlayer.runtime.shared import SHARED_CHECKPOINT, recorded_outputs
 from speedlayer.sources.base import end_offsets
@@ -43,17 +43,6 @@ class CheckpointStatus:
     @property
     def watermark(self) -> str | None:
         return iso(self.watermark_ms) if self.watermark_ms else None
-
-
-def iso(ms: int | None) -> str | None:
-    """Epoch milliseconds as UTC ISO-8601.
-
-    >>> iso(1500)
-    '1970-01-01T00:00:01.500Z'
-    """
-    if ms is None:
-        return None
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _batches(folder: Path) -> list[int]:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from speedlayer.monitor.status import iso
+from speedlayer.core.times import iso
 from speedlayer.sinks.console import BatchView, render_table
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ def build_outputs(spark, plan: RunPlan, outputs: list[str], batch: bool = False)
     if len(frames) == len(specs):
         return frames
     raw = read(plan.source)
-    # Latency and dead-letter counts come from an observation (see monitor/metrics.py) that Spark
+    # Latency and dead-letter counts come from an observation (see runtime/metrics.py) that Spark
     # computes inside each micro-batch; continuous and real-time mode have no such batches.
     observed = not batch and not (plan.trigger.continuous or plan.trigger.realtime)
     interval_ms = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0

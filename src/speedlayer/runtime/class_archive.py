@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -77,51 +78,50 @@ def write_class_archive(force: bool = False, recorded_run: Sequence[str] = RECOR
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="speedlayer-warm-up-") as work:
-        classes, started = Path(work) / "classes.lst", Path(work) / "java.json"
-        recording = [sys.executable, "-m", "speedlayer.runtime.class_archive", str(classes), str(started), *recorded_run]
-        _must(subprocess.run(recording, capture_output=True, text=True, cwd=work, timeout=900), "recording a run")
-        java, class_path = json.loads(started.read_text())
+        classes = Path(work) / "classes.lst"
+        recording = [sys.executable, "-m", "speedlayer", *recorded_run, "--state-dir", str(Path(work) / "state"),
+                     "--conf", f"spark.driver.extraJavaOptions=-XX:DumpLoadedClassList={classes}"]
+        java, class_path = _record(recording, Path(work))
         partial = path.with_suffix(f".{os.getpid()}.partial")
         dump = [java, "-Xshare:dump", f"-XX:SharedClassListFile={classes}", f"-XX:SharedArchiveFile={partial}",
                 "-cp", class_path]
-        _must(subprocess.run(dump, capture_output=True, text=True, timeout=900), "dumping the archive")
+        done = subprocess.run(dump, capture_output=True, text=True, timeout=900)
+        _must(done.returncode, done.stderr or done.stdout, "dumping the archive")
         os.replace(partial, path)  # whole or not at all: a JVM starting meanwhile sees no half-written file
     return path
 
 
-def _must(done: subprocess.CompletedProcess, doing: str) -> None:
-    if done.returncode != 0:
-        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise EnvironmentProblem(f"warm-up failed {doing} (exit {done.returncode}): {last[0]}; "
+def _must(returncode: int, output: str, doing: str) -> None:
+    if returncode != 0:
+        last = output.strip().splitlines()[-1:] or ["(no output)"]
+        raise EnvironmentProblem(f"warm-up failed {doing} (exit {returncode}): {last[0]}; "
                                  "runs still work, only their Spark starts slower")
 
 
-def _own_java_child() -> tuple[str, str]:
-    """The executable and class path of the JVM this process started (Spark's, via spark-submit's exec)."""
+def _record(command: list[str], work: Path) -> tuple[str, str]:
+    """Run ``command`` (a bounded run) to its end; the executable and class path of the JVM it started."""
+    log = work / "recording.log"
+    with log.open("w") as out:
+        run = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=work)
+        java = None
+        while run.poll() is None:
+            java = java or _java_child_of(run.pid)
+            time.sleep(0.2)
+    _must(run.returncode, log.read_text(), "recording a run")
+    if java is None:
+        raise EnvironmentProblem("warm-up saw no Spark JVM start (it reads Linux's /proc): runs still work, "
+                                 "only their Spark starts slower")
+    return java
+
+
+def _java_child_of(pid: int) -> tuple[str, str] | None:
+    """The executable and class path of a JVM ``pid`` started (Spark's, via spark-submit's exec), if one runs."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             args = (stat.parent / "cmdline").read_text().split("\0")
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and "-cp" in args and Path(args[0]).name == "java":
+        if int(fields[1]) == pid and "-cp" in args and Path(args[0]).name == "java":
             return args[0], args[args.index("-cp") + 1]
-    raise EnvironmentProblem("warm-up found no Spark JVM among its child processes (it needs Linux's /proc)")
-
-
-def _record(classes: Path, started: Path, recorded_run: list[str]) -> None:
-    """Run the recorded job in this process, its JVM listing every class it loads; then name that JVM."""
-    from speedlayer.cli.app import main
-
-    state = classes.parent / "state"
-    try:
-        main([*recorded_run, "--state-dir", str(state),
-              "--conf", f"spark.driver.extraJavaOptions=-XX:DumpLoadedClassList={classes}"])
-    except SystemExit as end:
-        if end.code:
-            raise
-    started.write_text(json.dumps(_own_java_child()))  # Spark's JVM lives until this process ends
-
-
-if __name__ == "__main__":
-    _record(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:])
+    return None

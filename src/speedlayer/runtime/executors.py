@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speedlayer.monitor.status import iso
+from speedlayer.core.times import iso
 
 log = logging.getLogger("speedlayer.monitor")
 

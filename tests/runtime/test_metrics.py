@@ -6,9 +6,9 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from speedlayer.monitor.metrics import batch_metrics, epoch_ms
-from speedlayer.monitor.progress import ProgressTracker
 from speedlayer.monitor.prometheus import metrics_registry
+from speedlayer.runtime.metrics import batch_metrics, epoch_ms
+from speedlayer.runtime.progress import ProgressTracker
 from speedlayer.sources.base import offsets_behind
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "fleet_windows_progress.json").read_text())
@@ -80,7 +80,7 @@ def test_prometheus_text_parses_with_labels_by_job_and_query():
 
 
 def test_prometheus_counts_executors_their_cores_and_the_lost_ones():
-    from speedlayer.monitor.executors import ExecutorRecord, ExecutorWatch
+    from speedlayer.runtime.executors import ExecutorRecord, ExecutorWatch
 
     lists = iter([[ExecutorRecord("driver"), ExecutorRecord("0", cores=2), ExecutorRecord("1", cores=2)],
                   [ExecutorRecord("driver"), ExecutorRecord("0", cores=2)]])
@@ -126,8 +126,8 @@ def test_terminal_view_shows_rates_and_latency(tmp_path):
 def test_terminal_view_shows_the_executors_and_the_last_lost_one(tmp_path):
     from rich.console import Console
 
-    from speedlayer.monitor.executors import ExecutorRecord, ExecutorWatch
     from speedlayer.monitor.view import LiveView
+    from speedlayer.runtime.executors import ExecutorRecord, ExecutorWatch
     from speedlayer.runtime.plan import plan_run
     from speedlayer.runtime.run import Run
     from speedlayer.runtime.settings import RunSettings

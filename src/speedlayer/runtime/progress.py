@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from speedlayer.monitor.metrics import BatchMetrics, batch_metrics
+from speedlayer.runtime.metrics import BatchMetrics, batch_metrics
 
 log = logging.getLogger("speedlayer.monitor")
 

@@ -4,7 +4,7 @@ import threading
 from types import SimpleNamespace
 
 from speedlayer.decode.observation import OBSERVATION
-from speedlayer.monitor.progress import ProgressTracker
+from speedlayer.runtime.progress import ProgressTracker
 
 EPOCH = "1970-01-01T00:00:00.000Z"  # what Spark reports as the watermark before the first event
 

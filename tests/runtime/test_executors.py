@@ -4,7 +4,7 @@ failures, what the state directory records; one read of a real local session."""
 import json
 from pathlib import Path
 
-from speedlayer.monitor.executors import (
+from speedlayer.runtime.executors import (
     EXECUTORS_FILE,
     ExecutorBook,
     ExecutorRecord,
