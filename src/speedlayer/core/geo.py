@@ -1,26 +1,48 @@
-"""Distances on the globe as Spark expressions (no Python per row)."""
+"""Distances on the globe: as Spark expressions (no Python per row), and over numpy arrays."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
+import numpy as np
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 EARTH_RADIUS_KM = 6371.0088  # the IUGG mean radius
 
 
-def haversine_km(lat1: Column, lon1: Column, lat2: Column, lon2: Column) -> Column:
-    """Great-circle distance in km between two points given in degrees.
+class _Maths(NamedTuple):
+    """The functions the haversine formula needs, from one library."""
 
-    Works on plain columns and on the fields of lambda variables inside higher-order functions.
+    radians: Callable
+    sin: Callable
+    cos: Callable
+    asin: Callable
+    sqrt: Callable
+    at_most_one: Callable
 
+
+#: Spark column expressions (no Python per row), and numpy arrays or floats (state processors)
+SPARK = _Maths(F.radians, F.sin, F.cos, F.asin, F.sqrt, lambda x: F.least(F.lit(1.0), x))
+NUMPY = _Maths(np.radians, np.sin, np.cos, np.arcsin, np.sqrt, lambda x: np.minimum(1.0, x))
+
+
+def haversine_km(lat1, lon1, lat2, lon2, maths: _Maths = SPARK):
+    """Great-circle distance in km between two points given in degrees: Spark columns, or with
+    ``maths=NUMPY`` numpy arrays or floats.
+
+    On columns it works on plain columns and on the fields of lambda variables inside higher-order functions.
+
+    >>> round(float(haversine_km(52.52, 13.405, 52.52, 13.505, NUMPY)), 3)
+    6.766
     >>> df.select(haversine_km(F.lit(52.52), F.lit(13.405), F.lit(52.50), F.lit(13.40)))  # doctest: +SKIP
     """
-    dlat = F.radians(lat2 - lat1)
-    dlon = F.radians(lon2 - lon1)
-    a = F.pow(F.sin(dlat / 2), 2) + F.cos(F.radians(lat1)) * F.cos(F.radians(lat2)) * F.pow(F.sin(dlon / 2), 2)
-    return F.lit(2 * EARTH_RADIUS_KM) * F.asin(F.least(F.lit(1.0), F.sqrt(a)))
+    p1, p2 = maths.radians(lat1), maths.radians(lat2)
+    dp, dl = p2 - p1, maths.radians(lon2 - lon1)
+    a = maths.sin(dp / 2) ** 2 + maths.cos(p1) * maths.cos(p2) * maths.sin(dl / 2) ** 2
+    return 2 * EARTH_RADIUS_KM * maths.asin(maths.at_most_one(maths.sqrt(a)))
 
 
 #: metres per degree of latitude on the sphere of ``EARTH_RADIUS_KM``

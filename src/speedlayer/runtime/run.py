@@ -180,7 +180,6 @@ class Run:
 
     def _target(self, qp: QueryPlan) -> Target:
         plan = self.plan
-        # Real-time mode, like continuous mode, runs JVM sinks only (the console sink picks Spark's own).
         jvm_only = plan.trigger.continuous or plan.trigger.realtime
         return Target(plan.job.name, qp.output.name, qp.name, jvm_only, qp.mode, qp.output.key_in(qp.mode),
                       rejected=str(plan.state_dir / "rejected" / qp.output.name), fresh_checkpoint=qp.fresh)

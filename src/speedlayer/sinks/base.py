@@ -26,7 +26,9 @@ class Target:
     job: str
     output: str
     query_name: str
-    continuous: bool = False
+    #: continuous or real-time mode: Spark runs no Python per batch there, so the sink must write
+    #: through a JVM sink of Spark's own (the console sink falls back to Spark's)
+    jvm_only: bool = False
     #: output mode of the query (append, update, complete)
     mode: str = "append"
     #: the columns that identify a row of this output (upserting sinks key on them)

@@ -85,7 +85,7 @@ class ConsoleSink(Sink):
         return show
 
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
-        if target.continuous:
+        if target.jvm_only:
             return writer.format("console").option("numRows", self.rows).option("truncate", "false").start()
         return super().start(writer, df, target)
 

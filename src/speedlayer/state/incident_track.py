@@ -11,7 +11,7 @@ from dataclasses import astuple, dataclass, fields
 import numpy as np
 import pyarrow as pa
 
-from speedlayer.core.geo import EARTH_RADIUS_KM
+from speedlayer.core.geo import NUMPY, haversine_km
 
 
 @dataclass(frozen=True)
@@ -80,18 +80,6 @@ def tracks_from_table(table: pa.Table) -> dict[str, Track]:
     return {v: Track(*row) for v, row in zip(vehicles, zip(*data.values()))}
 
 
-def haversine_km(lat1, lon1, lat2, lon2):
-    """Great-circle distance in km (numpy arrays or floats).
-
-    >>> round(float(haversine_km(52.52, 13.405, 52.52, 13.505)), 3)
-    6.766
-    """
-    p1, p2 = np.radians(lat1), np.radians(lat2)
-    dp, dl = p2 - p1, np.radians(np.asarray(lon2) - np.asarray(lon1))
-    a = np.sin(dp / 2) ** 2 + np.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
-    return 2 * EARTH_RADIUS_KM * np.arcsin(np.sqrt(a))
-
-
 @dataclass
 class Pings:
     """One vehicle's pings as numpy arrays, sorted by ``t`` (event time in epoch milliseconds)."""
@@ -123,7 +111,7 @@ def advance(rules: IncidentRules, vehicle: str, track: Track, pings: Pings) -> l
     prev_lat = np.concatenate(([track.last_lat if known else lat[0]], lat[:-1]))
     prev_lon = np.concatenate(([track.last_lon if known else lon[0]], lon[:-1]))
     silence = (t - prev_t) > rules.timeout_ms  # the vehicle was silent longer than the timeout before this ping
-    step_km = np.where(silence, 0.0, haversine_km(prev_lat, prev_lon, lat, lon))
+    step_km = np.where(silence, 0.0, haversine_km(prev_lat, prev_lon, lat, lon, NUMPY))
     starts = np.flatnonzero(np.concatenate(([True], (over[1:] != over[:-1]) | silence[1:])))
     ends = np.concatenate((starts[1:], [len(t)]))
     for a, b in zip(starts.tolist(), ends.tolist()):

@@ -25,7 +25,7 @@ from dataclasses import astuple, dataclass, fields
 import numpy as np
 import pyarrow as pa
 
-from speedlayer.state.incident_track import haversine_km
+from speedlayer.core.geo import NUMPY, haversine_km
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def advance(rules: TripRules, trips: list[Trip], pings: Pings) -> None:
     prev_lon = np.concatenate(([last.last_lon if last else lon[0]], lon[:-1]))
     starts_trip = ((t - prev_t) > rules.gap_us) | (t // rules.max_trip_us != prev_t // rules.max_trip_us)
     starts_trip[0] |= last is None
-    leg_km = np.where(starts_trip, 0.0, haversine_km(prev_lat, prev_lon, lat, lon))
+    leg_km = np.where(starts_trip, 0.0, haversine_km(prev_lat, prev_lon, lat, lon, NUMPY))
     bounds = np.concatenate(([0], np.flatnonzero(starts_trip[1:]) + 1, [len(t)])).tolist()
     for a, b in zip(bounds[:-1], bounds[1:]):
         if starts_trip[a]:
