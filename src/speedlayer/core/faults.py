@@ -5,7 +5,9 @@ of a micro-batch, and to show that the moment was reached. With ``SPEEDLAYER_FAU
 and ``SPEEDLAYER_FAULT_DIR=DIR`` in the environment of ``speedlayer run``, every sink that writes
 through ``foreachBatch`` (PostgreSQL, MySQL, Redis) stops when it reaches PHASE of its batch BATCH:
 it writes a marker file into DIR, then waits until it is killed (``PHASE:BATCH:once``: only the
-first to arrive, e.g. one executor of a cluster). The phases, in order:
+first to arrive, e.g. one executor of a cluster), for at most ``SPEEDLAYER_FAULT_HOLD`` seconds
+(default 600): then the batch fails with one line naming the variable, so a forgotten setting
+cannot hang a run for good. A run started with it set says so before it starts. The phases, in order:
 
 - ``planned``: the batch is in the offset log and the sink's function starts; nothing written yet;
 - ``mid-write``: an executor has written the first record batch of its partition;
@@ -25,8 +27,26 @@ import re
 import time
 from pathlib import Path
 
+from speedlayer.core.errors import SpeedlayerError
+
+
+class FaultHeld(SpeedlayerError):
+    """A requested fault held a batch for its whole time and nobody killed the run."""
+
 PHASES = ("planned", "mid-write", "partition-written", "written")
-ENV, DIR_ENV = "SPEEDLAYER_FAULT", "SPEEDLAYER_FAULT_DIR"
+ENV, DIR_ENV, HOLD_ENV = "SPEEDLAYER_FAULT", "SPEEDLAYER_FAULT_DIR", "SPEEDLAYER_FAULT_HOLD"
+#: longest a hook holds a batch, in seconds, unless SPEEDLAYER_FAULT_HOLD says otherwise
+HOLD_S = 600.0
+
+
+def note() -> str | None:
+    """The line a run prints before it starts when a fault is requested, else None.
+
+    >>> note() if ENV not in os.environ else None
+    """
+    spec = os.environ.get(ENV)
+    return (f"{ENV}={spec} is set: sinks hold at that phase of that batch (fault injection for crash tests); "
+            f"unset it to run normally") if spec else None
 
 
 def executor_env() -> dict[str, str]:
@@ -35,7 +55,7 @@ def executor_env() -> dict[str, str]:
     >>> executor_env() if ENV not in os.environ else {}
     {}
     """
-    return {f"spark.executorEnv.{name}": os.environ[name] for name in (ENV, DIR_ENV) if os.environ.get(name)}
+    return {f"spark.executorEnv.{name}": os.environ[name] for name in (ENV, DIR_ENV, HOLD_ENV) if os.environ.get(name)}
 
 
 def wanted(phase: str, batch_id: int, spec: str | None) -> bool:
@@ -74,5 +94,6 @@ def reached(phase: str, batch_id: int, where: str) -> None:
         return
     slug = re.sub(r"[^A-Za-z0-9.]+", "_", where)[:80]
     (folder / f"{phase}-{batch_id}-{slug}-{os.getpid()}").write_text(f"{time.time():.3f}\n")
-    while True:  # held until the test kills the run
-        time.sleep(3600)
+    hold_s = float(os.environ.get(HOLD_ENV) or HOLD_S)
+    time.sleep(hold_s)  # held until the test kills the run
+    raise FaultHeld(f"held at {phase} of batch {batch_id} for {hold_s:g}s by {ENV}={spec}: unset {ENV} to run normally")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from speedlayer.core import faults
 from speedlayer.core.durations import format_duration, parse_duration, positive_duration
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import OUTPUT_MODES
@@ -231,7 +232,7 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
     if settings.one_query:
         notes.extend(share_queries(job.name, queries, trigger, state_dir))
     source = _open_source(settings, job, trigger)
-    notes.extend(source.warnings())
+    notes.extend(filter(None, [*source.warnings(), faults.note()]))
     source.check_plan(main_readers(queries))
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
     return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs,
