@@ -1,12 +1,13 @@
 """The dashboard's tap: one extra, light query that shows what the outputs' sinks cannot.
 
 The outputs' own queries may write to files or databases, which the dashboard cannot read back
-cheaply. The tap reads the same source, decodes it the same way, and per micro-batch (on a
-static DataFrame, in ``foreachBatch``) collects
+cheaply. The tap reads the same source and passes each micro-batch (a static DataFrame, in
+``foreachBatch``) through the job as its run computes it (``runtime.build.batch_outputs``: the
+job's own decoder, pipeline and per-batch steps), then collects
 
 - the latest position of each entity, for events that carry ``lat``/``lon`` (the fleet's map), and
-- the newest rows of the job's stateless outputs (alerts) not already shown by a console sink,
-  computed by the job's own pipeline function on the batch.
+- the newest rows of the job's stateless outputs (alerts, wordcount's batch counts) not already
+  shown by a console sink.
 
 It has its own checkpoint (``<state-dir>/dashboard-checkpoint``), reads at most what the run
 reads (``--max-events``), and is stopped with the run. Stateful outputs (windows) are shown only
@@ -21,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 
 from speedlayer.core.errors import SpeedlayerError
-from speedlayer.decode.validate import decode
 from speedlayer.monitor.feed import ResultsFeed
+from speedlayer.runtime.build import batch_outputs
 from speedlayer.runtime.shared import main_readers
 from speedlayer.sinks.console import newest_rows
 
@@ -72,22 +73,20 @@ def start_tap(run: Run, feed: ResultsFeed) -> Any | None:
             if not run.stop_requested.is_set() and "InterruptedException" not in str(exc):
                 log.warning("speedlayer: the dashboard's tap skipped batch %s: %s", batch_id, " ".join(str(exc).split())[:300])
 
-    def show(batch, batch_id: int) -> None:
-        batch.persist()
+    def show(raw, batch_id: int) -> None:
+        raw.persist()
         try:
+            events, frames = batch_outputs(plan, raw, outputs, batch_id)
             if has_positions:
                 latest = F.max_by(F.struct(*POSITION, *extra, time_field), time_field).alias("p")
-                rows = batch.groupBy(key).agg(latest).select(key, "p.*").collect()
+                rows = events.groupBy(key).agg(latest).select(key, "p.*").collect()
                 feed.set_positions(batch_id, [r.asDict() for r in rows], key)
-            if outputs:
-                results = plan.job.pipeline(batch, plan.params)
-                for name in outputs:
-                    feed.show_batch(newest_rows(results[name], batch_id, plan.job.name, name, TAP_ROWS))
+            for name, frame in frames.items():
+                feed.show_batch(newest_rows(frame, batch_id, plan.job.name, name, TAP_ROWS))
         finally:
-            batch.unpersist()
+            raw.unpersist()
 
-    raw = plan.source.read_stream(run.spark, plan.settings.max_events)
-    events = decode(raw, schema).events
-    writer = (events.writeStream.queryName(f"{plan.job.name}_dashboard")
+    writer = (plan.source.read_stream(run.spark, plan.settings.max_events).writeStream
+              .queryName(f"{plan.job.name}_dashboard")
               .option("checkpointLocation", str(plan.state_dir / "dashboard-checkpoint")))
     return plan.trigger.apply(writer).foreachBatch(collect).start()

@@ -45,9 +45,32 @@ def build_outputs(spark, plan: RunPlan, outputs: list[str], batch: bool = False)
     results = plan.job.pipeline(decoded.events, plan.params, **inputs)
     for name, spec in specs.items():
         if name not in frames:
-            df = decoded.dead_letters if name == "dead-letters" else results[name]
-            frames[name] = spec.per_batch(df, 0) if batch and spec.per_batch is not None else df
+            frames[name] = _output_frame(name, spec, decoded, results, 0 if batch else None)
     return {name: frames[name] for name in outputs}
+
+
+def batch_outputs(plan: RunPlan, raw, outputs: list[str], batch_id: int) -> tuple[Any, dict[str, Any]]:
+    """One static batch of the main source's RAW rows through the job as its run computes it: the
+    events (the job's own decoder) and the named outputs (its pipeline, then each one's per-batch step).
+
+    Only outputs of the main stream: one that joins a second input needs that input's stream.
+
+    >>> events, frames = batch_outputs(plan, raw_batch, ["batch-counts"], 7)  # doctest: +SKIP
+    """
+    specs = {name: plan.job.outputs[name] for name in outputs}
+    joined = [name for name, spec in specs.items() if spec.inputs]
+    if joined:
+        raise ValueError(f"outputs {joined} join a second input: they cannot be computed from one batch")
+    decoded = plan.job.decode(raw)
+    results = plan.job.pipeline(decoded.events, plan.params)
+    return decoded.events, {name: _output_frame(name, spec, decoded, results, batch_id) for name, spec in specs.items()}
+
+
+def _output_frame(name: str, spec, decoded, results, batch_id: int | None):
+    """An output's frame from the decoded batch and the pipeline's results; its per-batch step applied
+    for a static batch (``batch_id``; a stream's is applied by its writer)."""
+    df = decoded.dead_letters if name == "dead-letters" else results[name]
+    return spec.per_batch(df, batch_id) if batch_id is not None and spec.per_batch is not None else df
 
 
 def writing_per_batch(write: Callable[[Any, int], None], per_batch: Callable[[Any, int], Any]) -> Callable[[Any, int], None]:

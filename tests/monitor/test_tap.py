@@ -1,0 +1,103 @@
+"""The dashboard's tap shows what the job computes: its own decoder, pipeline and per-batch step.
+
+Two jobs whose decoders are not the JSON one: wordcount (text lines, a per-batch output) and a
+user's job defined here with a decoder of its own. Each runs over landed files, one per
+micro-batch, with the tap beside it; the rows the tap fed the dashboard for each batch must be
+what a plain-Python oracle computes from that file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+
+from pyspark.sql import functions as F
+
+from speedlayer import APPEND, EventSchema, Field, Job, Output
+from speedlayer.decode.validate import Decoded
+from speedlayer.monitor.feed import ResultsFeed
+from speedlayer.monitor.tap import start_tap
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
+
+T0 = 1795341600  # 2026-11-22T10:00:00Z
+
+
+def land(landing, files: list[str]) -> None:
+    landing.mkdir(parents=True)
+    for i, text in enumerate(files):
+        (landing / f"f{i}.txt").write_text(text)
+        os.utime(landing / f"f{i}.txt", (T0 + i, T0 + i))
+
+
+def tapped(spark, settings: RunSettings, job: Job | None = None) -> dict[int, dict]:
+    """Run to the end of input with the tap beside it; what it fed the dashboard, by its batch id."""
+    seen: dict[int, dict] = {}
+    feed = ResultsFeed()
+    original = feed.show_batch
+
+    def keep(view) -> None:
+        seen.setdefault(view.batch_id, {})[view.output] = view
+        original(view)
+
+    feed.show_batch = keep
+    taps = []
+
+    def on_started(run: Run) -> None:
+        tap = start_tap(run, feed)
+        assert tap is not None
+        taps.append(tap)
+
+    run = Run(spark, plan_run(settings, job=job), on_started=on_started)
+    assert run.start_and_wait().stopped_by == "end of input"
+    taps[0].awaitTermination(120)  # available-now: the tap ends at the end of input too
+    return seen
+
+
+def test_wordcounts_tap_shows_each_batchs_counts_as_the_job_computes_them(spark, tmp_path):
+    files = ["the cat and the hat\nthe end\n", "a cat\n\nA CAT sat.\n"]
+    land(tmp_path / "landing", files)
+    settings = RunSettings(job="wordcount", source=f"files:{tmp_path / 'landing'}?format=text&max_files_per_trigger=1",
+                           trigger="available-now", state_dir=str(tmp_path / "state"), sinks={"totals": "memory:tap_totals"})
+    seen = tapped(spark, settings)
+    for batch_id, text in enumerate(files):
+        want = Counter(w.strip(".").lower() for w in text.split())
+        view = seen[batch_id]["batch-counts"]
+        assert view.columns == ["batch_id", "word", "count"]
+        assert {(b, w, c) for b, w, c in view.rows} == {(batch_id, w, c) for w, c in want.items()}
+
+
+ORDER = EventSchema("order line", (Field("order_id", "string"), Field("amount", "double"), Field("event_time", "timestamp")),
+                    time_field="event_time")
+
+
+def semicolon_lines(raw, schema=ORDER) -> Decoded:
+    """``id;amount`` lines; a line that is not is a dead letter."""
+    parts = F.split("value", ";")
+    good = F.col("value").rlike(r"^[a-z0-9]+;[0-9.]+$")
+    events = raw.where(good).select(parts[0].alias("order_id"), parts[1].cast("double").alias("amount"),
+                                    F.col("ingest_time").alias("event_time"), "ingest_time")
+    dead = raw.where(~good).select(F.col("value").alias("payload"), F.lit("not id;amount").alias("reason"))
+    return Decoded(events, dead)
+
+
+def big_orders(events, params):
+    return {"big": events.where("amount > 10").select("order_id", "amount")}
+
+
+USER_JOB = Job(name="semicolons", summary="a user's job with its own decoder", schema=ORDER, pipeline=big_orders,
+               outputs={"big": Output("big", "orders over 10", (APPEND,), APPEND, False, ("order_id",))},
+               default_outputs=("big",), decoder=semicolon_lines)
+
+
+def test_a_users_job_with_its_own_decoder_is_tapped_through_that_decoder(spark, tmp_path):
+    files = ["a1;5\na2;12.5\nnot an order\n", "b1;30\nb2;10\n"]
+    land(tmp_path / "landing", files)
+    settings = RunSettings(job="semicolons", source=f"files:{tmp_path / 'landing'}?format=text&max_files_per_trigger=1",
+                           trigger="available-now", state_dir=str(tmp_path / "state"), sinks={"big": "memory:tap_big"})
+    seen = tapped(spark, settings, USER_JOB)
+    for batch_id, text in enumerate(files):
+        want = {(m[1], float(m[2])) for m in re.finditer(r"^([a-z0-9]+);([0-9.]+)$", text, re.M) if float(m[2]) > 10}
+        assert set(seen[batch_id]["big"].rows) == want
