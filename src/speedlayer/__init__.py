@@ -56,6 +56,7 @@ _EXPORTS = {
     "EventSchema": "speedlayer.core.schemas",
     "Field": "speedlayer.core.schemas",
     "RAW_SCHEMA": "speedlayer.core.schemas",
+    "Decoded": "speedlayer.decode.validate",  # what a job's own decoder returns: events and dead letters
     "VEHICLE_EVENT": "speedlayer.core.schemas",  # the fleet's pings, for jobs of your own over them
     # sources and sinks
     "Source": "speedlayer.sources.base",

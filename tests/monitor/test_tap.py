@@ -14,8 +14,7 @@ from collections import Counter
 
 from pyspark.sql import functions as F
 
-from speedlayer import APPEND, EventSchema, Field, Job, Output
-from speedlayer.decode.validate import Decoded
+from speedlayer import APPEND, Decoded, EventSchema, Field, Job, Output
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.tap import start_tap
 from speedlayer.runtime.plan import plan_run
