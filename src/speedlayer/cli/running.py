@@ -20,7 +20,6 @@ from speedlayer.runtime.plan import plan_run, prepare_state
 from speedlayer.runtime.run import Run, RunSummary
 from speedlayer.runtime.session import build_session, check_java, check_master, exposure_note
 from speedlayer.runtime.settings import RunSettings
-from speedlayer.sinks.console import ConsoleSink
 
 log = logging.getLogger("speedlayer.monitor")
 
@@ -105,7 +104,7 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
     view = LiveView(console) if live else None
     feed = ResultsFeed(feeds=[n for n, o in plan.job.outputs.items() if not o.stateful]) if dashboard else None
     for query in plan.queries:
-        if isinstance(query.sink, ConsoleSink):
+        if query.sink.shows_batches:
             query.sink.display = _fan_out(view.show_batch if view else query.sink.display,
                                           [feed.show_batch] if feed else [])
             if feed is not None:

@@ -58,6 +58,9 @@ class Sink(ABC):
     supports_realtime: ClassVar[bool] = False
     #: what to use instead where it cannot run (continuous and real-time modes), said in the refusal
     instead: ClassVar[str] = ""
+    #: whether it shows each batch's newest rows to a person through its ``display`` attribute, a
+    #: function of a ``sinks.console.BatchView``: the live view and the dashboard's feeds take it over
+    shows_batches: ClassVar[bool] = False
     #: whether it writes through ``foreachBatch`` (so it can take outputs computed per micro-batch)
     writes_batches: ClassVar[bool] = False
 

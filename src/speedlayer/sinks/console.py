@@ -68,6 +68,7 @@ class ConsoleSink(Sink):
     supports_continuous = True
     supports_realtime = True
     writes_batches = True
+    shows_batches = True
 
     def __init__(self, uri: Uri):
         super().__init__(uri)
