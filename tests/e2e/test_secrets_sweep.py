@@ -133,4 +133,5 @@ def test_no_planted_secret_reaches_what_a_running_job_serves_writes_or_prints(tm
     assert (tmp_path / "st" / "spark.log").is_file() and (tmp_path / "st" / "speedlayer-run.json").is_file()
     assert (tmp_path / "out" / "w" / "_spark_metadata").is_dir()
     assert "alerts -> postgresql://postgres:***@" in process.output()
+    assert "stopped by Ctrl-C after" in process.output()  # the summary names the stop the user asked for
     assert sweep(tmp_path) == [] and SECRET not in process.output()

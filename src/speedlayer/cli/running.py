@@ -126,6 +126,8 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
     def on_interrupt(signum, frame):
         if run.stop_requested.is_set():
             run.force_stop.set()
+        else:
+            run.stop_reason = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         run.stop_requested.set()
 
     previous = signal.signal(signal.SIGINT, on_interrupt)

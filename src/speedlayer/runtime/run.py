@@ -98,6 +98,8 @@ class Run:
         #: queries that serve views (the dashboard's feed), stopped with the run, never waited for
         self.side_queries: list[Any] = []
         self.stop_requested = threading.Event()
+        #: what asked for the stop, as the summary's "stopped by" says it (``request_stop``)
+        self.stop_reason = "stop requested"
         self.force_stop = threading.Event()
         self._started_at = 0.0
         self._reached: dict[str, int] = {}  # per query: the batch that read the --max-events-th event
@@ -304,7 +306,7 @@ class Run:
                         continue  # one ended since the check above: restart it or fail the run there
                     break
                 if self.stop_requested.is_set():
-                    stopped_by = "stop requested"
+                    stopped_by = self.stop_reason
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     stopped_by = f"--duration {settings.duration:g}s"
