@@ -9,70 +9,18 @@ run's ``--metrics-port``. Every figure is in MB, bytes, rows or seconds as its n
 
 from __future__ import annotations
 
-import os
 import subprocess
 import urllib.request
 from pathlib import Path
 
 from speedlayer.core.sizes import tree_size
-
-#: the driver JVM among the CLI's descendants (spark-submit's launcher is a short-lived java too)
-DRIVER_CLASS = "org.apache.spark.deploy.SparkSubmit"
+from speedlayer.runtime.processes import rss_bytes, run_processes
 
 
 def rss_mb(pid: int) -> float | None:
-    """Resident memory of a process from ``/proc/<pid>/status`` (VmRSS), in MB; None once it is gone.
-
-    >>> rss_mb(os.getpid()) > 0
-    True
-    """
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def _process_table() -> dict[int, tuple[int, str, str]]:
-    """pid -> (parent pid, command name, command line) of every process."""
-    table = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry.name}/stat").read_text()
-            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        table[int(entry.name)] = (int(rest[1]), name, cmdline)
-    return table
-
-
-def descendants(pid: int, table: dict[int, tuple[int, str, str]]) -> list[int]:
-    """Every process below ``pid`` in ``table`` (pid -> (ppid, name, cmdline)), breadth first.
-
-    >>> descendants(1, {2: (1, "a", ""), 3: (2, "b", ""), 4: (9, "c", "")})
-    [2, 3]
-    """
-    found, frontier = [], [pid]
-    while frontier:
-        children = [p for p, (ppid, _, _) in table.items() if ppid in frontier]
-        found += children
-        frontier = children
-    return found
-
-
-def run_processes(cli_pid: int) -> dict:
-    """The run's driver JVM (the java process below the CLI) and Spark's Python workers: every Python
-    process below the JVM (``pyspark.daemon`` and the workers it forks, a plan's own workers)."""
-    table = _process_table()
-    below = descendants(cli_pid, table)
-    jvm = next((p for p in below if table[p][1] == "java" and DRIVER_CLASS in table[p][2]), None)
-    workers = [p for p in (descendants(jvm, table) if jvm else []) if table[p][1].startswith("python")]
-    return {"jvm": jvm, "workers": workers}
+    """Resident memory of a process in MB; None once it is gone."""
+    size = rss_bytes(pid)
+    return None if size is None else size / 2**20
 
 
 def parse_jstat_gc(text: str) -> dict[str, float | None]:

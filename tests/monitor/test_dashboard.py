@@ -1,6 +1,7 @@
 """The dashboard server without Spark: its page and assets, JSON state, /metrics, and a taken port."""
 
 import json
+import re
 import socket
 import urllib.request
 
@@ -69,6 +70,15 @@ def test_state_and_metrics_show_the_executors_and_the_lost_one(served):
     text = get(served.url + "/metrics")[2]
     assert 'speedlayer_executors{job="fleet"} 1.0' in text and 'speedlayer_executors_lost_total{job="fleet"} 1.0' in text
     assert "executorsKpi(s.executors)" in get(served.url + "/static/app.js")[2]
+
+
+def test_state_and_metrics_show_the_runs_memory(served):
+    memory = json.loads(get(served.url + "/api/state")[2])["memory"]
+    assert set(memory) == {"driver_python", "driver_jvm", "python_workers", "workers"}
+    assert 10 * 2**20 < memory["driver_python"] < 20 * 2**30  # this test process, resident
+    text = get(served.url + "/metrics")[2]
+    assert re.search(r'speedlayer_process_resident_bytes\{job="fleet",process="driver_python"\} [0-9.e+]+', text)
+    assert "memoryKpi(s.memory)" in get(served.url + "/static/app.js")[2]
 
 
 def test_page_and_assets_are_served_from_the_package(served):

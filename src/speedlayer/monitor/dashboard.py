@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import mask_secrets
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.prometheus import metrics_registry
+from speedlayer.runtime.processes import run_memory
 from speedlayer.runtime.progress import DURATION_BUCKETS
 from speedlayer.sources.base import partition_lag
 
@@ -126,6 +128,8 @@ def run_state(run: Run, feed: ResultsFeed | None, zones: list | None = None) -> 
         "stopping": run.stop_requested.is_set(),
         # executors running the tasks: {"local", "alive", "cores", "lost_count", "lost": [...], "summary": "2 (1 lost)"}
         "executors": run.executors.poll().as_dict(),
+        # resident bytes of the run's processes: {"driver_python", "driver_jvm", "python_workers", "workers"}
+        "memory": asdict(run_memory()),
     }
     state.update(feed.snapshot() if feed is not None else {"latest": {}, "feeds": {}, "positions": []})
     state["zones"] = zones or []

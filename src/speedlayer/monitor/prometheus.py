@@ -19,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from speedlayer.runtime.executors import ExecutorWatch
+from speedlayer.runtime.processes import run_memory
 from speedlayer.runtime.progress import DURATION_BUCKETS, ProgressTracker
 from speedlayer.sources.base import partition_lag
 
@@ -45,6 +46,19 @@ class RunCollector(Collector):
                 _add_latest(f, labels, q)
         yield from f.values()
         yield from self._executors()
+        yield from self._memory()
+
+    def _memory(self) -> Iterator[Metric]:
+        """Resident memory of the run's processes (Linux), by process."""
+        memory = run_memory()
+        resident = GaugeMetricFamily(f"{PREFIX}_process_resident_bytes", "resident memory of the run's processes: "
+                                     "the Python driver, the driver JVM, Spark's Python workers together",
+                                     labels=["job", "process"])
+        for process, size in (("driver_python", memory.driver_python), ("driver_jvm", memory.driver_jvm),
+                              ("python_workers", memory.python_workers)):
+            if size is not None:
+                resident.add_metric([self.job, process], size)
+        yield resident
 
     def _executors(self) -> Iterator[Metric]:
         """Executors running tasks now (local mode: 1, the driver), their cores, and those lost so far."""

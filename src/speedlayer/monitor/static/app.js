@@ -57,6 +57,17 @@ function kpis(s) {
     box.append(tile);
   });
   box.append(executorsKpi(s.executors));
+  box.append(memoryKpi(s.memory));
+}
+
+// resident memory of the run's processes: the driver JVM, Spark's Python workers, the Python driver
+function memoryKpi(m) {
+  m = m || {};
+  const mb = b => (b == null ? "–" : num(b / 1048576) + " MB");
+  const box = el("div", { class: "kpi", id: "kpi-memory" }, el("div", { class: "v" }, mb(m.driver_jvm)),
+    el("div", { class: "l" }, `memory: JVM · Python workers ${mb(m.python_workers)} (${m.workers || 0}) · driver ${mb(m.driver_python)}`));
+  box.title = "resident memory (RSS) of each process of the run; forked workers share pages, so their sum overstates them";
+  return box;
 }
 
 // executors running the tasks: "2 (1 lost)" on a cluster, "local" when the driver runs them
