@@ -51,3 +51,24 @@ def test_a_broker_list_parses_without_a_single_port():
 def test_secret_options_are_masked_by_name():
     shown = mask_secrets("kafka://b:9092/t?kafka.sasl.jaas.config=secretstuff&kafka.ssl.key.password=pw&table=t")
     assert "secretstuff" not in shown and "pw&" not in shown and "table=t" in shown
+
+
+@pytest.mark.parametrize("text,port", [("postgresql://app:s3cret@db:54x2/fleet", "54x2"), ("mysql://root@db:abc/x", "abc"),
+                                       ("redis://db:port/0", "port"), ("postgresql://app:s3cret@db:99999/fleet", "99999")])
+def test_a_port_that_is_not_a_number_is_named_as_the_port(text, port):
+    with pytest.raises(ConfigError) as refused:
+        parse_uri(text, "sink URI")
+    message = str(refused.value)
+    assert f"port {port!r} is not a number from 0 to 65535" in message and "percent" not in message
+    assert "s3cret" not in message and "\n" not in message
+
+
+def test_a_uri_without_a_scheme_is_shown_one_of_its_own_kind():
+    from speedlayer.sinks import open_sink
+    from speedlayer.sources import open_source
+
+    with pytest.raises(ConfigError, match="source URI 'kafka//h:9092/t' has no scheme: write it like generator://"):
+        open_source("kafka//h:9092/t")
+    with pytest.raises(ConfigError, match="sink URI 'out/windows' has no scheme: write it like parquet:out/windows or "
+                                          "postgresql://"):
+        open_sink("out/windows")

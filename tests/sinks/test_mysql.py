@@ -138,6 +138,15 @@ def test_options_and_missing_driver_are_config_errors(monkeypatch, mysql_url):
         open_sink(mysql_url)
 
 
+def test_a_database_the_server_lacks_is_named_with_the_statement_that_creates_it(mysql_url):
+    missing = mysql_url.rsplit("/", 1)[0] + "/no_such_db_here?table=t"
+    with pytest.raises(SinkError) as refused:
+        open_sink(missing).check("alerts", fresh_checkpoint=True)
+    message = str(refused.value)
+    assert "has no database 'no_such_db_here': create it (CREATE DATABASE `no_such_db_here`)" in message, message
+    assert "start the server" not in message and "\n" not in message
+
+
 def test_a_new_run_appending_into_a_table_of_another_run_is_refused(spark, mysql_url):
     first = open_sink(mysql_url)
     first.check("dead-letters", fresh_checkpoint=True)

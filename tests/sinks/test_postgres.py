@@ -194,6 +194,15 @@ def test_options_and_missing_driver_are_config_errors(monkeypatch, postgres_url)
 
 
 
+def test_a_database_the_server_lacks_is_named_with_the_command_that_creates_it(postgres_url):
+    missing = postgres_url.rsplit("/", 1)[0] + "/no_such_db_here?table=t"
+    with pytest.raises(SinkError) as refused:
+        open_sink(missing).check("alerts", fresh_checkpoint=True)
+    message = str(refused.value)
+    assert "has no database 'no_such_db_here': create it (createdb -h 127.0.0.1 -p " in message, message
+    assert "start the server" not in message and "\n" not in message
+
+
 def test_a_new_run_appending_into_a_table_of_another_run_is_refused(spark, postgres_url):
     first = open_sink(postgres_url)
     first.check("alerts", fresh_checkpoint=True)

@@ -50,23 +50,26 @@ def parse_uri(text: str, what: str = "URI") -> Uri:
     'out/windows'
     """
     if not isinstance(text, str) or ":" not in text:
-        raise ConfigError(f"{what} {text!r} has no scheme: write it like generator://?rate=1000 or parquet:out/windows")
+        raise ConfigError(f"{what} {text!r} has no scheme: write it like {_example(what)}")
     try:
         parts = urlsplit(text)
         broken = _password_breaks_uri(parts)
-        # A broker list (kafka://h1:9092,h2:9092/topic) has no single port; its source reads ``text``.
-        port = None if broken or "," in parts.netloc else parts.port
     except ValueError as exc:
-        if "@" in text:
-            broken = True
-        else:
+        if "@" not in text:
             raise ConfigError(f"{what} {mask_secrets(text)!r} is not a valid URI ({exc})") from None
+        broken = True
     if broken:  # never echo it: the text holds a password we cannot find the end of
         scheme = text.split(":", 1)[0]
         raise ConfigError(f"{what} {scheme}://… does not parse: a password holding / # ? or @ must be percent-encoded "
                           "(/ as %2F, # as %23, ? as %3F, @ as %40): user:a%2Fb@host for the password a/b")
     if not parts.scheme:
-        raise ConfigError(f"{what} {text!r} has no scheme: write it like generator://?rate=1000 or parquet:out/windows")
+        raise ConfigError(f"{what} {text!r} has no scheme: write it like {_example(what)}")
+    try:  # a broker list (kafka://h1:9092,h2:9092/topic) has no single port; its source reads ``text``
+        port = None if "," in parts.netloc else parts.port
+    except ValueError:
+        given = parts.netloc.rsplit("@", 1)[-1].rsplit(":", 1)[-1]
+        raise ConfigError(f"{what} {mask_secrets(text)!r}: port {given!r} is not a number from 0 to 65535: write "
+                          "host:PORT with digits only, or leave the port out for the server's default") from None
     options: dict[str, str] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key in options:
@@ -84,6 +87,19 @@ def parse_uri(text: str, what: str = "URI") -> Uri:
         username=unquote(parts.username) if parts.username else None,
         password=unquote(parts.password) if parts.password else None,
     )
+
+
+def _example(what: str) -> str:
+    """URIs of the kind ``what`` names, to show the form.
+
+    >>> _example("source URI"), _example("sink URI")
+    ('generator://?rate=1000 or kafka://localhost:9092/fastcars', 'parquet:out/windows or postgresql://user@localhost/db')
+    """
+    if "source" in what:
+        return "generator://?rate=1000 or kafka://localhost:9092/fastcars"
+    if "sink" in what:
+        return "parquet:out/windows or postgresql://user@localhost/db"
+    return "generator://?rate=1000 or parquet:out/windows"
 
 
 #: an option whose name contains one of these holds a secret (kafka.sasl.jaas.config, ssl.key.password, ...)

@@ -118,6 +118,12 @@ class MySqlDialect(Dialect):
     def screen(self, conn: Any, batch: pa.RecordBatch) -> list[tuple[int, str]]:
         return list(non_finite_rows(batch))
 
+    def missing_database(self, error: BaseException) -> bool:
+        return bool(getattr(error, "args", None)) and error.args[0] == 1049  # ER_BAD_DB_ERROR: Unknown database
+
+    def create_database(self, server: Server) -> str:
+        return f"CREATE DATABASE `{server.database}`"
+
     def transient(self, error: BaseException) -> bool:
         import pymysql
 

@@ -87,6 +87,14 @@ class PostgresDialect(Dialect):
         conn.speedlayer_statement_s = statement_seconds  # the write's own bound on a silent server
         return conn
 
+    def missing_database(self, error: BaseException) -> bool:
+        text = str(error)
+        return getattr(error, "sqlstate", None) == "3D000" or ("database" in text and "does not exist" in text)
+
+    def create_database(self, server: Server) -> str:
+        user = f" -U {server.user}" if server.user else ""
+        return f"createdb -h {server.host} -p {server.port}{user} {server.database}"
+
     def transient(self, error: BaseException) -> bool:
         import psycopg
 

@@ -119,6 +119,14 @@ class Dialect(ABC):
     def check_access(self, conn: Any, table: tuple[str, ...]) -> None:
         """Fail (SinkError) when the user may not create or insert into ``table``."""
 
+    def missing_database(self, error: BaseException) -> bool:
+        """Whether a failed connection says the server is up but has no such database."""
+        return False
+
+    def create_database(self, server: Server) -> str:
+        """The statement that creates the URI's database, for the line that says to."""
+        return f"CREATE DATABASE {server.database}"
+
     def fold(self, name: str) -> str:
         """How the database compares column names (MySQL ignores case)."""
         return name
@@ -270,7 +278,11 @@ class SqlSink(Sink):
         try:
             conn = self.dialect.connect(self.server, statement_s(self.retry_for_s))
         except Exception as exc:  # noqa: BLE001 — any failure to connect is reported the same way
-            raise SinkError(f"cannot reach {self.what}: {one_line(exc, self.server.password)}; "
+            s = self.server
+            if self.dialect.missing_database(exc):
+                raise SinkError(f"{self.dialect.name} at {s.host}:{s.port} has no database {s.database!r}: create it "
+                                f"({self.dialect.create_database(s)}) or name another in the URI") from None
+            raise SinkError(f"cannot reach {self.what}: {one_line(exc, s.password)}; "
                             "start the server or fix the URI") from None
         try:
             yield conn
