@@ -56,8 +56,8 @@ def parse_metrics(text: str) -> dict[str, dict]:
     """Per query, from Prometheus text: state rows and memory per operator, batches, the batch-duration
     histogram's sum and count, input rows, and the latency since ingest per quantile.
 
-    >>> text = ('speedlayer_state_rows{job="fleet",query="fleet_windows",operator="0:dedupe"} 12.0\\n'
-    ...         'speedlayer_latency_seconds{job="fleet",query="fleet_windows",since="ingest",quantile="0.99"} 1.5\\n')
+    >>> text = ('speedlayer_state_rows{speedlayer_job="fleet",query="fleet_windows",operator="0:dedupe"} 12.0\\n'
+    ...         'speedlayer_latency_seconds{speedlayer_job="fleet",query="fleet_windows",since="ingest",quantile="0.99"} 1.5\\n')
     >>> parse_metrics(text)["fleet_windows"]["state_rows"], parse_metrics(text)["fleet_windows"]["latency_ingest_s"]
     ({'0:dedupe': 12.0}, {'0.99': 1.5})
     """

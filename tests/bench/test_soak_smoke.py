@@ -77,18 +77,18 @@ def test_jstat_and_metrics_parse():
 
     text = "\n".join([
         '# TYPE speedlayer_batches_total counter',
-        'speedlayer_batches_total{job="fleet",query="fleet_windows"} 7.0',
+        'speedlayer_batches_total{speedlayer_job="fleet",query="fleet_windows"} 7.0',
         '# TYPE speedlayer_state_memory_bytes gauge',
-        'speedlayer_state_memory_bytes{job="fleet",query="fleet_windows",operator="1:stateStoreSave"} 2048.0',
+        'speedlayer_state_memory_bytes{speedlayer_job="fleet",query="fleet_windows",operator="1:stateStoreSave"} 2048.0',
         '# TYPE speedlayer_latency_seconds gauge',
-        'speedlayer_latency_seconds{job="fleet",query="fleet_windows",since="event",quantile="0.99"} 9.0',
-        'speedlayer_latency_seconds{job="fleet",query="fleet_windows",since="ingest",quantile="0.5"} 1.25',
+        'speedlayer_latency_seconds{speedlayer_job="fleet",query="fleet_windows",since="event",quantile="0.99"} 9.0',
+        'speedlayer_latency_seconds{speedlayer_job="fleet",query="fleet_windows",since="ingest",quantile="0.5"} 1.25',
         '# TYPE speedlayer_batch_duration_seconds histogram',
-        'speedlayer_batch_duration_seconds_bucket{job="fleet",query="fleet_windows",le="+Inf"} 7.0',
-        'speedlayer_batch_duration_seconds_count{job="fleet",query="fleet_windows"} 7.0',
-        'speedlayer_batch_duration_seconds_sum{job="fleet",query="fleet_windows"} 3.5',
+        'speedlayer_batch_duration_seconds_bucket{speedlayer_job="fleet",query="fleet_windows",le="+Inf"} 7.0',
+        'speedlayer_batch_duration_seconds_count{speedlayer_job="fleet",query="fleet_windows"} 7.0',
+        'speedlayer_batch_duration_seconds_sum{speedlayer_job="fleet",query="fleet_windows"} 3.5',
         '# TYPE speedlayer_executors gauge',
-        'speedlayer_executors{job="fleet"} 1.0', ""])
+        'speedlayer_executors{speedlayer_job="fleet"} 1.0', ""])
     q = soak_probe.parse_metrics(text)
     assert list(q) == ["fleet_windows"]
     assert q["fleet_windows"] == {"state_rows": {}, "state_memory_bytes": {"1:stateStoreSave": 2048.0},

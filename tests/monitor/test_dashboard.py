@@ -68,7 +68,8 @@ def test_state_and_metrics_show_the_executors_and_the_lost_one(served):
     assert executors["lost"] == [{"id": "1", "host_port": "10.0.0.6:41001", "lost_ms": 1795354442114,
                                   "lost_at": "2026-11-22T13:34:02.114Z", "reason": "Worker lost"}]
     text = get(served.url + "/metrics")[2]
-    assert 'speedlayer_executors{job="fleet"} 1.0' in text and 'speedlayer_executors_lost_total{job="fleet"} 1.0' in text
+    assert 'speedlayer_executors{speedlayer_job="fleet"} 1.0' in text
+    assert 'speedlayer_executors_lost_total{speedlayer_job="fleet"} 1.0' in text
     assert "executorsKpi(s.executors)" in get(served.url + "/static/app.js")[2]
 
 
@@ -77,7 +78,7 @@ def test_state_and_metrics_show_the_runs_memory(served):
     assert set(memory) == {"driver_python", "driver_jvm", "python_workers", "workers"}
     assert 10 * 2**20 < memory["driver_python"] < 20 * 2**30  # this test process, resident
     text = get(served.url + "/metrics")[2]
-    assert re.search(r'speedlayer_process_resident_bytes\{job="fleet",process="driver_python"\} [0-9.e+]+', text)
+    assert re.search(r'speedlayer_process_resident_bytes\{process="driver_python",speedlayer_job="fleet"\} [0-9.e+]+', text)
     assert "memoryKpi(s.memory)" in get(served.url + "/static/app.js")[2]
 
 
@@ -95,7 +96,8 @@ def test_page_and_assets_are_served_from_the_package(served):
 def test_metrics_endpoint_speaks_prometheus(served):
     status, kind, text = get(served.url + "/metrics")
     assert status == 200 and kind.startswith("text/plain")
-    assert 'speedlayer_input_rows_total{job="fleet",query="fleet_windows"} 10000.0' in text
+    assert 'speedlayer_input_rows_total{query="fleet_windows",speedlayer_job="fleet"} 10000.0' in text
+    assert 'job="' not in text.replace("speedlayer_job=", "")  # Prometheus keeps job for the scrape job
 
 
 def test_a_taken_port_is_one_line_or_an_error_when_chosen():

@@ -187,8 +187,8 @@ def test_each_committed_batch_reaches_a_consumer_group_and_metrics_show_lag_per_
                         "sources": [{**run.tracker.get(query).sources[0],
                                      "latestOffset": {topic: {"0": 40, "1": 23}}}]})
     text = generate_latest(metrics_registry("fleet", run.tracker)).decode()
-    assert f'speedlayer_source_partition_lag_entries{{job="fleet",partition="1",query="{query}",topic="{topic}"}} 3.0' in text
-    assert f'speedlayer_source_partition_lag_entries{{job="fleet",partition="0",query="{query}",topic="{topic}"}} 0.0' in text
+    lag = 'speedlayer_source_partition_lag_entries{{partition="{}",query="{}",speedlayer_job="fleet",topic="{}"}} {}'
+    assert lag.format(1, query, topic, 3.0) in text and lag.format(0, query, topic, 0.0) in text
     from speedlayer.monitor.dashboard import run_state
 
     [shown] = run_state(run, None)["queries"]  # what the dashboard's source lag tile lists

@@ -1,7 +1,9 @@
-"""Prometheus metrics of a run, labelled by job and query, read from the progress tracker at scrape time.
+"""Prometheus metrics of a run, labelled by job (``speedlayer_job``) and query, read from the progress
+tracker at scrape time.
 
-The tracker is filled by Spark's listener after each batch; a scrape only reads what it holds,
-except the executors (labelled by job only), which a scrape reads from Spark's status store at
+The label is ``speedlayer_job``, not ``job``: Prometheus sets ``job`` to the scrape job's name and
+would rename ours ``exported_job``. The tracker is filled by Spark's listener after each batch; a
+scrape only reads what it holds, except the executors (labelled by job only), which a scrape reads from Spark's status store at
 most once a second (``ExecutorWatch``). Counters are totals since the run started; gauges are the
 last batch's, or now's for the executors.
 
@@ -12,7 +14,6 @@ last batch's, or now's for the executors.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -23,10 +24,9 @@ from speedlayer.runtime.processes import run_memory
 from speedlayer.runtime.progress import DURATION_BUCKETS, ProgressTracker
 from speedlayer.sources.base import partition_lag
 
-if TYPE_CHECKING:
-    pass
-
 PREFIX = "speedlayer"
+#: the label naming the speedlayer job (Prometheus keeps ``job`` for the scrape job)
+JOB_LABEL = "speedlayer_job"
 #: the ``quantile`` label of each latency percentile
 QUANTILE_LABELS = {"p50": "0.5", "p95": "0.95", "p99": "0.99"}
 
@@ -53,7 +53,7 @@ class RunCollector(Collector):
         memory = run_memory()
         resident = GaugeMetricFamily(f"{PREFIX}_process_resident_bytes", "resident memory of the run's processes: "
                                      "the Python driver, the driver JVM, Spark's Python workers together",
-                                     labels=["job", "process"])
+                                     labels=[JOB_LABEL, "process"])
         for process, size in (("driver_python", memory.driver_python), ("driver_jvm", memory.driver_jvm),
                               ("python_workers", memory.python_workers)):
             if size is not None:
@@ -66,22 +66,22 @@ class RunCollector(Collector):
         if report is None or report.alive is None:
             return
         alive = GaugeMetricFamily(f"{PREFIX}_executors", "executors running tasks now (local mode: 1, the driver)",
-                                  labels=["job"])
+                                  labels=[JOB_LABEL])
         alive.add_metric([self.job], report.alive)
         yield alive
         if report.cores is not None:
             cores = GaugeMetricFamily(f"{PREFIX}_executor_cores", "cores of the executors running tasks now",
-                                      labels=["job"])
+                                      labels=[JOB_LABEL])
             cores.add_metric([self.job], report.cores)
             yield cores
-        lost = CounterMetricFamily(f"{PREFIX}_executors_lost", "executors lost while the run went on", labels=["job"])
+        lost = CounterMetricFamily(f"{PREFIX}_executors_lost", "executors lost while the run went on", labels=[JOB_LABEL])
         lost.add_metric([self.job], report.lost_count)
         yield lost
 
 
 def _query_families() -> dict[str, Metric]:
     """Every per-query metric family, empty, by short name (in the order they are exposed)."""
-    q_labels = ["job", "query"]
+    q_labels = [JOB_LABEL, "query"]
 
     def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> GaugeMetricFamily:
         return GaugeMetricFamily(f"{PREFIX}_{name}", doc, labels=q_labels + list(extra))
