@@ -111,7 +111,7 @@ def split(decoded, rows):
 
 def assert_a_good_time(event_time, ingest_time, schema: EventSchema):
     assert event_time is not None and EARLIEST <= event_time < LATEST
-    assert event_time <= ingest_time + timedelta(milliseconds=schema.max_ahead_ms)
+    assert event_time <= ingest_time + timedelta(milliseconds=schema.ahead_ms)
 
 
 def assert_a_typed_event(event, schema: EventSchema):

@@ -73,6 +73,19 @@ def test_max_ahead_from_the_config_file_or_the_flag_else_a_fifth_of_the_watermar
     assert plan_run(build_settings({"job": "app-actions"}, {})).job.schema.max_ahead_ms == 120_000  # its watermark: 10min
 
 
+def test_a_schemas_own_max_ahead_holds_unless_the_run_gives_one():
+    from dataclasses import replace
+
+    from speedlayer.core.schemas import TEXT_LINE
+    from speedlayer.pipelines.wordcount import WORDCOUNT
+    from speedlayer.runtime.plan import plan_run
+
+    mine = replace(WORDCOUNT, name="strict-words", schema=replace(TEXT_LINE, max_ahead_ms=250))
+    assert plan_run(build_settings({"job": "strict-words"}, {}), job=mine).job.schema.ahead_ms == 250
+    assert plan_run(build_settings({"job": "strict-words"}, {"max_ahead": "2s"}), job=mine).job.schema.ahead_ms == 2000
+    assert plan_run(build_settings({"job": "wordcount"}, {"watermark": "30s"})).job.schema.ahead_ms == 6000  # none of its own
+
+
 def test_dedup_is_exact_unless_fast_is_asked_for_and_other_words_are_refused(tmp_path):
     from speedlayer.runtime.plan import plan_run
 

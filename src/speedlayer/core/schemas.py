@@ -74,15 +74,25 @@ DEFAULT_MAX_AHEAD_MS = 1_000
 class EventSchema:
     """A kind of event: its fields, which one is event time, and the times it may take.
 
-    An event time must lie in ``[earliest_ms, LATEST_MS)`` and at most ``max_ahead_ms`` ahead of
-    the event's ingest time; otherwise the event is a dead letter.
+    An event time must lie in ``[earliest_ms, LATEST_MS)`` and at most ``ahead_ms`` ahead of the
+    event's ingest time; otherwise the event is a dead letter. ``max_ahead_ms`` None (the default)
+    leaves that bound to the run (``--max-ahead``, by default a fifth of the watermark); a value is
+    this stream's own bound, which only ``--max-ahead`` given to the run overrides.
+
+    >>> EventSchema("ping", (), "t").ahead_ms, EventSchema("ping", (), "t", max_ahead_ms=250).ahead_ms
+    (1000, 250)
     """
 
     name: str
     fields: tuple[Field, ...]
     time_field: str
-    max_ahead_ms: int = DEFAULT_MAX_AHEAD_MS
+    max_ahead_ms: int | None = None
     earliest_ms: int = EARLIEST_MS
+
+    @property
+    def ahead_ms(self) -> int:
+        """How far ahead of its ingest time an event time may be, in ms (the bound decoding applies)."""
+        return DEFAULT_MAX_AHEAD_MS if self.max_ahead_ms is None else self.max_ahead_ms
 
     def spark_type(self) -> T.StructType:
         """The typed Spark schema of accepted events (plus ``ingest_time``)."""

@@ -5,7 +5,7 @@ Blank lines are ignored. A line may start with an ISO-8601 timestamp followed by
 (``ingest_time``) is. Refused to dead letters, each with its reason: binary data (bytes that are
 not UTF-8 text, or control characters), lines longer than 1 MiB (their payload cut to the first
 KiB), a leading timestamp that is not a valid time, or an event time a state could not hold or
-that no working clock gives (before 2000, more than ``schema.max_ahead_ms`` ahead of arrival; see
+that no working clock gives (before 2000, more than ``schema.ahead_ms`` ahead of arrival; see
 ``speedlayer.decode.validate.time_accepted``).
 Everything is a Spark expression, so it runs in the JVM on static DataFrames and streams alike.
 """

@@ -95,7 +95,7 @@ def _not_a_choice(field: Field, typed: Column) -> Column | None:
 
 
 def too_far_ahead(event_time: Column, ingest_time: Column, schema: EventSchema) -> Column:
-    """Whether ``event_time`` lies more than ``schema.max_ahead_ms`` ahead of ``ingest_time``.
+    """Whether ``event_time`` lies more than ``schema.ahead_ms`` ahead of ``ingest_time``.
 
     Compared in epoch microseconds: ``timestamp + INTERVAL`` goes through the session time zone's
     calendar for every row (~2% of a fleet batch), though no day is added.
@@ -106,7 +106,7 @@ def too_far_ahead(event_time: Column, ingest_time: Column, schema: EventSchema) 
     # capped there the sum cannot overflow (ANSI mode would fail the batch); not ``least``, which skips a null
     micros, latest = F.unix_micros(ingest_time), F.lit(LATEST_MS * 1000)
     ingest = F.when(micros > latest, latest).otherwise(micros)
-    return F.unix_micros(event_time) > ingest + F.lit(schema.max_ahead_ms * 1000)
+    return F.unix_micros(event_time) > ingest + F.lit(schema.ahead_ms * 1000)
 
 
 def time_accepted(event_time: Column, ingest_time: Column, schema: EventSchema) -> Column:
@@ -135,7 +135,7 @@ def time_reason(event_time: Column, ingest_time: Column, schema: EventSchema, su
                F.lit(f"{subject} is before {_iso(schema.earliest_ms)}: a reset clock")),
         F.when(micros >= F.lit(LATEST_MS * 1000), F.lit(f"{subject} is not before {_iso(LATEST_MS)}: a clock gone wrong")),
         F.when(too_far_ahead(event_time, ingest_time, schema),
-               F.lit(f"{subject} is more than {format_duration(schema.max_ahead_ms)} ahead of ingest time")),
+               F.lit(f"{subject} is more than {format_duration(schema.ahead_ms)} ahead of ingest time")),
     )
 
 

@@ -132,14 +132,15 @@ class Job:
         keyed = replace(late, key=(self.dedup_key, "missed_watermark"))
         object.__setattr__(self, "outputs", {name: keyed if name == LATE.name else o for name, o in self.outputs.items()})
 
-    def with_max_ahead(self, max_ahead_ms: int) -> Job:
-        """This job with every stream's schema allowing event times ``max_ahead_ms`` ahead of ingest time.
+    def with_max_ahead(self, max_ahead_ms: int, override: bool = True) -> Job:
+        """This job with its streams' schemas allowing event times ``max_ahead_ms`` ahead of ingest time:
+        every schema with ``override`` (the run's --max-ahead given), else those that set no bound of their own.
 
         >>> FLEET.with_max_ahead(2_000).schema.max_ahead_ms  # doctest: +SKIP
         2000
         """
         def allow(schema: EventSchema) -> EventSchema:
-            return replace(schema, max_ahead_ms=max_ahead_ms)
+            return replace(schema, max_ahead_ms=max_ahead_ms) if override or schema.max_ahead_ms is None else schema
 
         return replace(self, schema=allow(self.schema), inputs={name: allow(s) for name, s in self.inputs.items()})
 

@@ -192,7 +192,7 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
         raise ConfigError(f"the settings name job {settings.job!r} but the job given is {job.name!r}: "
                           f"set RunSettings(job={job.name!r})")
     settings = settings.with_job_defaults({"source": job.default_source, **job.defaults})
-    job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark))
+    job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark), override=settings.max_ahead is not None)
     trigger = parse_trigger(settings.trigger)
     check_ship(settings.ship)
     params = _params(settings, job, trigger.continuous)
