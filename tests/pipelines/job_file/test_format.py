@@ -81,7 +81,7 @@ def test_the_definition_changes_with_what_is_computed_only(tmp_path):
      "schema.fields.0: field 'n': min 5 is above max 1: swap them"),
     (("{name: page, type: string}", "{name: n, type: long, allowed: [a]}"),
      "schema.fields.0: field 'n': allowed values apply to string fields, not long: remove them or make the field a string"),
-    (("type: string}", "type: string, allowed: [yes, no]}"),
+    (("type: string}", "type: string, allowed: [yes]}"),
      "schema.fields.0.allowed.0: Input should be a valid string (YAML reads yes, no, on, off and numbers as such): "
      "quote the value (got True)"),
     (("name: page", "name: offset"), "schema.fields.0.name: 'offset' is a column decode adds to every event: rename the field"),
@@ -108,7 +108,7 @@ def test_the_definition_changes_with_what_is_computed_only(tmp_path):
      "outputs.pages: default_mode update is not one of its modes (append): add it to modes or choose one of them"),
     (("sql: SELECT page, t FROM events", "sql: SELECT 1\n    key: [page id]"),
      "outputs.pages: key column 'page id' is not a plain identifier: alias the column in the SQL (AS name) and name that"),
-    (("sql: SELECT page, t FROM events", "query: SELECT 1"),
+    (("sql: SELECT page, t FROM events", "sql: SELECT 1\n    query: SELECT 1"),
      "unknown key 'outputs.pages.query': use one of summary, sql, modes, default_mode, key"),
     (("sql: SELECT page, t FROM events", "modes: [append]"),
      "outputs.pages.sql is missing: add it (a Spark SQL query over the view events)"),
@@ -125,9 +125,30 @@ def test_each_mistake_is_one_line_naming_the_file_the_key_and_the_fix(tmp_path, 
     path = write(tmp_path, MINIMAL.replace(*edit))
     with pytest.raises(ConfigError) as refused:
         load_job_file(path)
-    text = str(refused.value)
+    text = re.sub(r"^(job file \S+), line \d+:", r"\1:", str(refused.value))  # lines: the test below
     assert "\n" not in text
     assert text == f"job file {path}: {message}" or text == f"job file {path} {message}"
+
+
+def test_every_mistake_is_told_at_once_each_with_its_line(tmp_path):
+    path = write(tmp_path, MINIMAL.replace("name: clicks", "name: clicks\nwatermark: 5s")
+                 .replace("{name: t, type: timestamp}", "{name: t, type: time}").replace("sql: SELECT page, t FROM events",
+                                                                                        "query: SELECT 1"))
+    with pytest.raises(ConfigError) as refused:
+        load_job_file(path)
+    text = str(refused.value)
+    assert "\n" not in text and text.startswith(f"job file {path} has 4 mistakes: ")
+    told = text.removeprefix(f"job file {path} has 4 mistakes: ").split("; ")
+    assert [t.split(": ")[0] for t in told] == ["line 2", "line 5", "line 8", "line 8"]  # in the file's order
+    assert told[0].startswith("line 2: unknown key 'watermark'") and told[1].startswith("line 5: schema.fields.1.type")
+    assert told[2].startswith("line 8: unknown key 'outputs.pages.query'")  # the misspelt key before what it misses
+    assert told[3].startswith("line 8: outputs.pages.sql is missing")
+
+
+def test_one_mistake_names_its_line(tmp_path):
+    path = write(tmp_path, MINIMAL.replace("sql: SELECT page, t FROM events", "sql: SELECT 1\n    modes: [upsert]"))
+    with pytest.raises(ConfigError, match=re.escape(f"job file {path}, line 8: outputs.pages.modes.0: Input should be")):
+        load_job_file(path)
 
 
 @pytest.mark.parametrize("text,message", [

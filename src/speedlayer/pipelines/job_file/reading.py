@@ -1,4 +1,5 @@
-"""Reading a job file: YAML to a validated ``JobFileSpec``, or one line naming the file, the key and the fix.
+"""Reading a job file: YAML to a validated ``JobFileSpec``, or one line naming the file and every
+mistake in it, each with its line, key and fix.
 
 >>> read_spec(Path("orders.yaml")).name  # doctest: +SKIP
 'orders'
@@ -35,7 +36,8 @@ def read_spec(path: Path) -> JobFileSpec:
     if not path.is_file():
         raise ConfigError(f"job file {path} does not exist: check its path (the JOB argument, --job-file or job_file:)")
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text()
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
@@ -49,28 +51,62 @@ def read_spec(path: Path) -> JobFileSpec:
     try:
         return JobFileSpec.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
-        # a misspelt key is told first: it is often why another key is missing
-        raise ConfigError(describe(path, next((e for e in errors if e["type"] == "extra_forbidden"), errors[0]))) from None
+        raise ConfigError(mistakes(path, exc.errors(), yaml.compose(text))) from None
 
 
-def describe(path: Path, error: Mapping) -> str:
-    """One pydantic error as one line: the file, the key (``outputs.revenue.modes.0``), what is wrong, the fix."""
+def mistakes(path: Path, errors: list[Mapping], root: yaml.Node | None) -> str:
+    """Every mistake in one line, each with its line in the file, in the file's order (on one line a
+    misspelt key first: it is often why another key is missing).
+
+    >>> mistakes(Path("j.yaml"), [{"loc": ("name",), "type": "missing", "msg": "Field required"}], None)
+    "job file j.yaml: name is missing: add it (the job's name, e.g. name: orders)"
+    """
+    found = [(line_of(root, tuple(e["loc"])), e["type"] != "extra_forbidden", describe(e)) for e in errors]
+    told = [(line, said) for line, _, said in sorted(found, key=lambda f: (f[0] is None, f[0] or 0, f[1]))]
+    if len(told) == 1:
+        line, said = told[0]
+        return f"job file {path}{f', line {line}' if line else ''}: {said}"
+    return f"job file {path} has {len(told)} mistakes: " + "; ".join(
+        f"{f'line {line}: ' if line else ''}{said}" for line, said in told)
+
+
+def line_of(root: yaml.Node | None, loc: tuple) -> int | None:
+    """The line (from 1) of the YAML node at ``loc`` (keys and list indexes), or of the nearest one above
+    it that exists (a missing key: its mapping); None for a mistake of the whole file."""
+    if root is None or not loc:
+        return None
+    node = root
+    for depth, part in enumerate(loc, start=1):
+        if isinstance(node, yaml.MappingNode):  # the last key's own line, not its value's
+            found = next((key if depth == len(loc) else value for key, value in node.value if key.value == str(part)),
+                         None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            found = node.value[part]
+        else:
+            found = None
+        if found is None:
+            break
+        node = found
+    return node.start_mark.line + 1
+
+
+def describe(error: Mapping) -> str:
+    """One pydantic error as a phrase: the key (``outputs.revenue.modes.0``), what is wrong, the fix."""
     loc = tuple(error["loc"])
     key = ".".join(str(p) for p in loc)
-    where = f"job file {path}: {key}" if key else f"job file {path}"
     kind, message = error["type"], str(error["msg"]).removeprefix("Value error, ")
     if kind == "extra_forbidden":
         known = _known_keys(loc[:-1])
-        return f"job file {path}: unknown key {key!r}: " + (f"use one of {', '.join(known)}" if known else "remove it")
+        return f"unknown key {key!r}: " + (f"use one of {', '.join(known)}" if known else "remove it")
     if kind == "missing":
         what = _WHAT.get(str(loc[-1]))
-        return f"{where} is missing: add it" + (f" ({what})" if what else "")
+        return f"{key} is missing: add it" + (f" ({what})" if what else "")
     if kind in ("string_type", "literal_error") and isinstance(error.get("input"), (bool, int, float)):
         message += " (YAML reads yes, no, on, off and numbers as such): quote the value"
+    where = f"{key}: " if key else ""
     if kind == "value_error":
-        return f"{where}: {message}"
-    return f"{where}: {message} (got {error.get('input')!r})"
+        return f"{where}{message}"
+    return f"{where}{message} (got {error.get('input')!r})"
 
 
 def _known_keys(loc: tuple) -> list[str]:
