@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from speedlayer.core.errors import EnvironmentProblem, QueryFailedError
-from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 from tests import oracle
 from tests.e2e.killing import batch_ids, query_state

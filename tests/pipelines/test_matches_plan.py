@@ -8,7 +8,8 @@ import pytest
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.schemas import RIDE_REQUEST
-from speedlayer.runtime.plan import pin_at_start, plan_run, prepare_state
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run_state import pin_at_start, prepare_state
 from speedlayer.runtime.settings import RunSettings
 
 MATCHES = {"matches": "console:"}

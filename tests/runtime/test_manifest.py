@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 
 MANIFEST = "speedlayer-run.json"

@@ -6,7 +6,8 @@ import time
 import pytest
 
 from speedlayer.core.errors import ConfigError, SinkError, SourceError
-from speedlayer.runtime.plan import pin_at_start, plan_run, prepare_state
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run_state import pin_at_start, prepare_state
 from speedlayer.runtime.settings import RunSettings
 
 

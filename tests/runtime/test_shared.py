@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 import speedlayer
 from speedlayer import APPEND, Output
 from speedlayer.core.errors import ConfigError
-from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.runtime.shared import OUTPUTS_FILE, SHARED_CHECKPOINT
 from tests import oracle

@@ -9,8 +9,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from speedlayer.core.errors import ConfigError, EnvironmentProblem, SinkError
-from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.sinks import open_sink
 from speedlayer.sinks.base import AT_LEAST_ONCE, EXACTLY_ONCE, Target

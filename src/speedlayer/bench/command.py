@@ -17,8 +17,9 @@ from speedlayer.bench.lab import LabConfig, batch_points, run_lab
 from speedlayer.bench.report import advice_table, cells_table, sustained_table, write_report
 from speedlayer.bench.watch import LatencySink
 from speedlayer.core.errors import ConfigError, SpeedlayerError
-from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.session import build_session
 from speedlayer.runtime.settings import RunSettings
 

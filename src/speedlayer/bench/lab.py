@@ -27,8 +27,9 @@ from speedlayer.bench.feed import Template
 from speedlayer.bench.watch import LatencyParquetSink, LatencySink
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError
-from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.runtime.triggers import parse_trigger
 

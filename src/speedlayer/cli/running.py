@@ -16,8 +16,9 @@ from speedlayer.core.sizes import human_size
 from speedlayer.monitor.dashboard import DEFAULT_PORT, DashboardServer, open_server
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.view import LiveView
-from speedlayer.runtime.plan import plan_run, prepare_state
+from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run, RunSummary
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.session import build_session, check_java, check_master, exposure_note
 from speedlayer.runtime.settings import RunSettings
 

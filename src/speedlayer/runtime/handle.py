@@ -20,8 +20,9 @@ from typing import Any
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.pipelines.base import Job
-from speedlayer.runtime.plan import RunPlan, plan_run, prepare_state
+from speedlayer.runtime.plan import RunPlan, plan_run
 from speedlayer.runtime.run import Run, RunSummary
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.session import build_session
 from speedlayer.runtime.settings import build_settings
 

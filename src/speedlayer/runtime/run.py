@@ -28,9 +28,10 @@ from speedlayer.runtime.bounds import BOUNDED_MEMORY, MAX_MEMORY_MB, BoundsWatch
 from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame, writing_per_batch
 from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.executors import ExecutorWatch, save_report
-from speedlayer.runtime.plan import QueryPlan, RunPlan, pin_at_start, prepare_state
+from speedlayer.runtime.plan import QueryPlan, RunPlan
 from speedlayer.runtime.progress import ProgressTracker
 from speedlayer.runtime.reach import check_reachable, run_places
+from speedlayer.runtime.run_state import pin_at_start, prepare_state
 from speedlayer.runtime.session import is_local
 from speedlayer.runtime.shared import SHARED_QUERY_CONF, FanOut, check_shareable, pack_outputs, session_conf
 from speedlayer.runtime.stopping import (
