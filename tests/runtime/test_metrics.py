@@ -61,7 +61,7 @@ def test_subscribers_see_every_batch_and_a_failing_one_is_contained():
     assert seen == [4, 5]
 
 
-def test_prometheus_text_parses_with_labels_by_job_and_query():
+def test_prometheus_text_parses_with_labels_by_speedlayer_job_and_query():
     tracker = ProgressTracker(source_lag=offsets_behind)
     tracker.record(RECORDED[0])
     families = {f.name: f for f in text_string_to_metric_families(generate_latest(metrics_registry("fleet", tracker)).decode())}
@@ -71,7 +71,7 @@ def test_prometheus_text_parses_with_labels_by_job_and_query():
     def value(family, **labels):
         return next(s.value for s in families[family].samples if labels.items() <= s.labels.items())
 
-    assert value("speedlayer_input_rows", job="fleet", query="fleet_windows") == 10000
+    assert value("speedlayer_input_rows", speedlayer_job="fleet", query="fleet_windows") == 10000
     assert value("speedlayer_latency_seconds", since="event", quantile="0.99") == 6.4
     assert value("speedlayer_batch_phase_seconds", phase="addBatch") == 1.2
     assert value("speedlayer_state_rows", operator="1:dedupeWithinWatermark") == 20000
@@ -89,9 +89,9 @@ def test_prometheus_counts_executors_their_cores_and_the_lost_ones():
     watch.poll(force=True)
     text = generate_latest(metrics_registry("fleet", ProgressTracker(), watch)).decode()
     samples = {s.name: (s.labels, s.value) for f in text_string_to_metric_families(text) for s in f.samples}
-    assert samples["speedlayer_executors"] == ({"job": "fleet"}, 1)
-    assert samples["speedlayer_executor_cores"] == ({"job": "fleet"}, 2)
-    assert samples["speedlayer_executors_lost_total"] == ({"job": "fleet"}, 1)
+    assert samples["speedlayer_executors"] == ({"speedlayer_job": "fleet"}, 1)
+    assert samples["speedlayer_executor_cores"] == ({"speedlayer_job": "fleet"}, 2)
+    assert samples["speedlayer_executors_lost_total"] == ({"speedlayer_job": "fleet"}, 1)
     # not known yet (no Spark read so far): no executor figures rather than made-up ones
     quiet = generate_latest(metrics_registry("fleet", ProgressTracker(), ExecutorWatch(None, local=False))).decode()
     assert "speedlayer_executors" not in quiet

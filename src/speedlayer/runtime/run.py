@@ -198,7 +198,8 @@ class Run:
             df = per_batch_schema_frame(self.spark, df, qp.output.per_batch)
         query = qp.sink.start(writer, df, target)
         qp.name = query.name  # a sink may name its query (the memory sink names its table so)
-        self._starters[query.name] = lambda: self._restart([qp], lambda: self._start_query(qp, df, target))
+        # a restart's target is made again: its checkpoint is no longer fresh (the run's own rows are in the sink)
+        self._starters[query.name] = lambda: self._restart([qp], lambda: self._start_query(qp, df, self._target(qp)))
         return query
 
     def _start_shared(self, built: list[tuple[QueryPlan, Any, Target]]) -> Any:
@@ -215,7 +216,8 @@ class Run:
         packed = pack_outputs({qp.output.name: df for qp, df, _ in built})
         with session_conf(self.spark, SHARED_QUERY_CONF):
             query = self._writer(packed, first.name, APPEND, first.checkpoint).foreachBatch(FanOut(writers)).start()
-        self._starters[query.name] = lambda: self._restart([qp for qp, _, _ in built], lambda: self._start_shared(built))
+        self._starters[query.name] = lambda: self._restart(
+            [qp for qp, _, _ in built], lambda: self._start_shared([(qp, df, self._target(qp)) for qp, df, _ in built]))
         return query
 
     def _restart(self, queries: list[QueryPlan], start: Callable[[], Any]) -> Any:
