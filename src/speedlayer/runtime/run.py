@@ -99,7 +99,7 @@ class Run:
         #: queries that serve views (the dashboard's feed), stopped with the run, never waited for
         self.side_queries: list[Any] = []
         self.stop_requested = threading.Event()
-        #: what asked for the stop, as the summary's "stopped by" says it (``request_stop``)
+        #: what asked for the stop, as the summary's "stopped by" says it (the CLI names the signal)
         self.stop_reason = "stop requested"
         self.force_stop = threading.Event()
         self._started_at = 0.0
