@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from speedlayer.core.errors import EnvironmentProblem
+from speedlayer.runtime.processes import java_child
 
 #: what the recording run does: a bounded fleet job, so a real run's classes are in the archive
 RECORDED_RUN = ("run", "fleet", "--max-events", "3000", "--no-live", "--spark-ui", "off",
@@ -105,23 +106,10 @@ def _record(command: list[str], work: Path) -> tuple[str, str]:
         run = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=work)
         java = None
         while run.poll() is None:
-            java = java or _java_child_of(run.pid)
+            java = java or java_child(run.pid)
             time.sleep(0.2)
     _must(run.returncode, log.read_text(), "recording a run")
     if java is None:
         raise EnvironmentProblem("warm-up saw no Spark JVM start (it reads Linux's /proc): runs still work, "
                                  "only their Spark starts slower")
     return java
-
-
-def _java_child_of(pid: int) -> tuple[str, str] | None:
-    """The executable and class path of a JVM ``pid`` started (Spark's, via spark-submit's exec), if one runs."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            args = (stat.parent / "cmdline").read_text().split("\0")
-        except OSError:
-            continue
-        if int(fields[1]) == pid and "-cp" in args and Path(args[0]).name == "java":
-            return args[0], args[args.index("-cp") + 1]
-    return None

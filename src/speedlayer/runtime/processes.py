@@ -33,26 +33,26 @@ def rss_bytes(pid: int) -> int | None:
     return None
 
 
-def process_table() -> dict[int, tuple[int, str, str]]:
-    """pid -> (parent pid, command name, command line) of every process."""
+def process_table() -> dict[int, tuple[int, str, list[str]]]:
+    """pid -> (parent pid, command name, arguments) of every process."""
     table = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             stat = Path(f"/proc/{entry.name}/stat").read_text()
-            cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            args = Path(f"/proc/{entry.name}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
         name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
-        table[int(entry.name)] = (int(rest[1]), name, cmdline)
+        table[int(entry.name)] = (int(rest[1]), name, args)
     return table
 
 
-def descendants(pid: int, table: dict[int, tuple[int, str, str]]) -> list[int]:
-    """Every process below ``pid`` in ``table`` (pid -> (ppid, name, cmdline)), breadth first.
+def descendants(pid: int, table: dict[int, tuple[int, str, list[str]]]) -> list[int]:
+    """Every process below ``pid`` in ``table`` (pid -> (ppid, name, args)), breadth first.
 
-    >>> descendants(1, {2: (1, "a", ""), 3: (2, "b", ""), 4: (9, "c", "")})
+    >>> descendants(1, {2: (1, "a", []), 3: (2, "b", []), 4: (9, "c", [])})
     [2, 3]
     """
     found, frontier = [], [pid]
@@ -61,6 +61,12 @@ def descendants(pid: int, table: dict[int, tuple[int, str, str]]) -> list[int]:
         found += children
         frontier = children
     return found
+
+
+def java_child(pid: int) -> tuple[str, str] | None:
+    """The executable and class path of a JVM that ``pid`` started (Spark's, through spark-submit's exec)."""
+    return next(((args[0], args[args.index("-cp") + 1]) for ppid, name, args in process_table().values()
+                 if ppid == pid and name == "java" and "-cp" in args[:-1]), None)
 
 
 def run_processes(driver_pid: int) -> dict:
