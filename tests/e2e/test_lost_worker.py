@@ -96,8 +96,8 @@ def test_every_sink_on_a_cluster_loses_nothing_when_a_worker_dies_mid_batch(clus
     assert executors["lost_count"] >= 1 and executors["alive"] >= 1, executors
     for output_name in sinks:
         commits = batch_ids(state / "checkpoints" / output_name / "commits")
-        # no batch skipped; the oldest are purged past --retain-batches (20 by default)
-        assert commits == set(range(min(commits), max(commits) + 1)) and min(commits) <= max(0, max(commits) - 20), \
+        # no batch skipped; the oldest are purged past --retain-batches (the newest 20 kept by default)
+        assert commits == set(range(min(commits), max(commits) + 1)) and min(commits) <= max(0, max(commits) - 19), \
             (output_name, commits)
 
     pings = stream_pings(stream)
