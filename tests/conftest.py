@@ -16,7 +16,7 @@ TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)  # read by spark-submit, which starts each driver JVM
 #: test modules that start many processes of their own (the standalone cluster, killed runs): under
 #: ``pytest -n 2 --dist loadgroup`` one test process runs them all, one after another
-HEAVY_MODULES = frozenset({"tests/e2e/test_cluster.py", "tests/e2e/test_lost_worker.py", "tests/e2e/test_kafka_kill.py",
+HEAVY_MODULES = frozenset({"tests/e2e/test_cluster.py", "tests/e2e/test_lost_worker.py",
                            "tests/e2e/test_your_own_job.py", "tests/e2e/test_fault_matrix.py"})
 
 

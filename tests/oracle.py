@@ -86,11 +86,16 @@ def zone_of(ping: Ping, table: list[dict]) -> dict:
                 and float(z["min_lon"]) <= ping.lon <= float(z["max_lon"]))
 
 
+def kafka_parsed(records) -> list[tuple[str, str, Ping | None]]:
+    """(``partition/offset``, value, ping or None when malformed) of Kafka records (``timestamp_ms``: the ingest time)."""
+    return [(f"{r.partition}/{r.offset}", r.value,
+             parse(r.value, datetime.fromtimestamp(r.timestamp_ms / 1000, timezone.utc).replace(tzinfo=None)))
+            for r in records]
+
+
 def kafka_pings(records) -> list[Ping]:
-    """The pings of Kafka records (``value``, ``timestamp_ms``: the ingest time), each event once, bad ones left out."""
-    parsed = (parse(r.value, datetime.fromtimestamp(r.timestamp_ms / 1000, timezone.utc).replace(tzinfo=None))
-              for r in records)
-    return first_copies([p for p in parsed if p is not None])
+    """The pings of Kafka records, each event once, bad ones left out."""
+    return first_copies([p for _, _, p in kafka_parsed(records) if p is not None])
 
 
 def first_copies(pings: list[Ping]) -> list[Ping]:
