@@ -1,4 +1,4 @@
-"""What Spark's JVM prints reaches the terminal, except PySpark's own lost-connection tracebacks."""
+"""What Spark's JVM prints reaches the terminal, except PySpark's own lost-connection tracebacks and chatter."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ def test_lines_are_grouped_into_whole_tracebacks_and_single_lines():
 
 
 DAEMON_TEXT, USER_TEXT = "\n".join(DAEMON_BLOCK) + "\n", "\n".join(USER_BLOCK) + "\n"
+#: what PySpark's transformWithState driver worker prints at a query's start (print of a text ending in a newline)
+CHATTER = "Streaming TransformWithStateInPandas Python worker Starting execution of UDF: <bound method ...>.\n\n"
 WORKER_PRINTS = textwrap.dedent(f"""
     import sys
     from pathlib import Path
@@ -41,6 +43,7 @@ WORKER_PRINTS = textwrap.dedent(f"""
 
     def prints(_):
         sys.stderr.write({DAEMON_TEXT!r})
+        sys.stderr.write({CHATTER!r})
         sys.stderr.write("a line of the job's own\\n")
         sys.stderr.write({USER_TEXT!r})
         sys.stderr.flush()
@@ -60,4 +63,5 @@ def test_a_python_worker_prints_through_the_filter_to_the_terminal_and_the_log(t
     # the worker really printed: its own line and a user's traceback reach the terminal, whole
     assert "a line of the job's own" in done.stderr and USER_TEXT in done.stderr, done.stderr[-3000:]
     assert DAEMON_FLUSH not in done.stderr and "BrokenPipeError" not in done.stderr
-    assert DAEMON_TEXT in log.read_text()
+    assert "TransformWithState" not in done.stderr and "\n\n\n" not in done.stderr
+    assert DAEMON_TEXT in log.read_text() and CHATTER in log.read_text()

@@ -1,10 +1,12 @@
-"""What Spark's JVM prints on the terminal: everything, except PySpark's own lost-connection tracebacks.
+"""What Spark's JVM prints on the terminal: everything, except PySpark's own lost-connection tracebacks and chatter.
 
 The JVM's stderr carries Spark's resolver report for ``spark.jars.packages``, whatever a job's Python
 code prints in a worker, and the tracebacks PySpark's Python workers print when the JVM drops their
 connection, as it does when a stop interrupts a batch (``PySpark daemon failed to flush the output
 to the worker process: ... BrokenPipeError``). Those say nothing to a user and look like a crash, so
-they go to Spark's log file instead; every other line reaches the terminal unchanged.
+they go to Spark's log file instead, as do the progress lines PySpark's transformWithState driver
+worker prints at each query start (``Streaming TransformWithStateInPandas Python worker Starting
+execution of UDF: ...``); every other line reaches the terminal unchanged.
 
 >>> with jvm_stderr_filtered(Path("/tmp/spark.log")):  # doctest: +SKIP
 ...     spark = builder.getOrCreate()                   # the JVM starts here, its stderr piped through us
@@ -26,6 +28,8 @@ DAEMON_FLUSH = "PySpark daemon failed to flush the output to the worker process:
 TRACEBACK = "Traceback (most recent call last):"
 #: what a Python worker raises when the JVM's end of its socket is closed under it
 CONNECTION_LOST = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError", "EOFError")
+#: how PySpark's own debugging prints begin (each followed by a blank line, as they end in a newline)
+CHATTER = ("Starting Streaming TransformWithState", "Streaming TransformWithState")
 _FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)"')
 _STDLIB = sysconfig.get_paths()["stdlib"]
 
@@ -71,10 +75,27 @@ def split_blocks(lines: Iterable[str]) -> Iterator[tuple[list[str], bool]]:
         yield block, True
 
 
+def for_the_log(blocks: Iterable[tuple[list[str], bool]]) -> Iterator[tuple[list[str], bool]]:
+    """Each block of ``split_blocks`` with whether it goes to the log: PySpark's lost-connection tracebacks,
+    its chatter lines and the blank line after each of those.
+
+    >>> [log for _, log in for_the_log([(["Streaming TransformWithStateInPandas Python worker ..."], False),
+    ...                                  (["\\n"], False), (["\\n"], False), (["job"], False)])]
+    [True, True, False, False]
+    """
+    after_aside = False
+    for block, is_traceback in blocks:
+        text = block[0].rstrip("\n")
+        aside = (pysparks_lost_connection([line.rstrip("\n") for line in block]) if is_traceback
+                 else text.startswith(CHATTER) or (after_aside and not text))
+        yield block, aside
+        after_aside = aside and bool(text)
+
+
 def _pump(source: BinaryIO, terminal: BinaryIO, log_file: Path) -> None:
     lines = (raw.decode("utf-8", "replace") for raw in source)
-    for block, is_traceback in split_blocks(lines):
-        if is_traceback and pysparks_lost_connection([line.rstrip("\n") for line in block]):
+    for block, aside in for_the_log(split_blocks(lines)):
+        if aside:
             with contextlib.suppress(OSError), log_file.open("a", encoding="utf-8") as log:
                 log.write("".join(block))
             continue
