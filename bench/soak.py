@@ -122,8 +122,8 @@ def series(samples: list[dict]) -> dict[str, dict]:
                 put(f"{short} state rows {op}", "rows", i, rows)
                 put(f"{short} state memory {op}", "MB", i, q["state_memory_bytes"].get(op, 0) / 1e6)
             put(f"{short} batch duration", "s", i, _interval_mean(samples, i, query))
-            for quantile, name in (("0.5", "p50"), ("0.99", "p99")):
-                put(f"{short} latency since ingest {name}", "s", i, q["latency_ingest_s"].get(quantile))
+            for percentile in ("p50", "p99"):
+                put(f"{short} latency since ingest {percentile}", "s", i, q["latency_ingest_s"].get(percentile))
         for where, mb in s["disk_mb"].items():
             put(f"disk {where}", "MB", i, mb, grows=where != "checkpoints")
     for s in out.values():

@@ -54,12 +54,12 @@ def jvm_heap(pid: int) -> dict[str, float | None]:
 
 def parse_metrics(text: str) -> dict[str, dict]:
     """Per query, from Prometheus text: state rows and memory per operator, batches, the batch-duration
-    histogram's sum and count, input rows, and the latency since ingest per quantile.
+    histogram's sum and count, input rows, and the latency since ingest per percentile.
 
     >>> text = ('speedlayer_state_rows{speedlayer_job="fleet",query="fleet_windows",operator="0:dedupe"} 12.0\\n'
-    ...         'speedlayer_latency_seconds{speedlayer_job="fleet",query="fleet_windows",since="ingest",quantile="0.99"} 1.5\\n')
+    ...         'speedlayer_latency_seconds{speedlayer_job="fleet",query="fleet_windows",since="ingest",percentile="p99"} 1.5\\n')
     >>> parse_metrics(text)["fleet_windows"]["state_rows"], parse_metrics(text)["fleet_windows"]["latency_ingest_s"]
-    ({'0:dedupe': 12.0}, {'0.99': 1.5})
+    ({'0:dedupe': 12.0}, {'p99': 1.5})
     """
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -74,7 +74,7 @@ def parse_metrics(text: str) -> dict[str, dict]:
             if name in ("state_rows", "state_memory_bytes"):
                 q[name][s.labels["operator"]] = s.value
             elif name == "latency_seconds" and s.labels.get("since") == "ingest":
-                q["latency_ingest_s"][s.labels["quantile"]] = s.value
+                q["latency_ingest_s"][s.labels["percentile"]] = s.value
             elif name in ("batch_duration_seconds_sum", "batch_duration_seconds_count", "batches_total",
                           "input_rows_total"):
                 q[name.removesuffix("_total")] = s.value

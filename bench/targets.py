@@ -110,7 +110,7 @@ def read_latency(port: int) -> dict[tuple[str, str], float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     return {(s.labels["query"], s.labels["since"]): s.value
             for family in text_string_to_metric_families(text) if family.name == "speedlayer_latency_seconds"
-            for s in family.samples if s.labels.get("quantile") == "0.99"}
+            for s in family.samples if s.labels.get("percentile") == "p99"}
 
 
 def latency(seconds: int, one_query: bool) -> dict:

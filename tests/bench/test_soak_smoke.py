@@ -81,8 +81,8 @@ def test_jstat_and_metrics_parse():
         '# TYPE speedlayer_state_memory_bytes gauge',
         'speedlayer_state_memory_bytes{speedlayer_job="fleet",query="fleet_windows",operator="1:stateStoreSave"} 2048.0',
         '# TYPE speedlayer_latency_seconds gauge',
-        'speedlayer_latency_seconds{speedlayer_job="fleet",query="fleet_windows",since="event",quantile="0.99"} 9.0',
-        'speedlayer_latency_seconds{speedlayer_job="fleet",query="fleet_windows",since="ingest",quantile="0.5"} 1.25',
+        'speedlayer_latency_seconds{speedlayer_job="fleet",query="fleet_windows",since="event",percentile="p99"} 9.0',
+        'speedlayer_latency_seconds{speedlayer_job="fleet",query="fleet_windows",since="ingest",percentile="p50"} 1.25',
         '# TYPE speedlayer_batch_duration_seconds histogram',
         'speedlayer_batch_duration_seconds_bucket{speedlayer_job="fleet",query="fleet_windows",le="+Inf"} 7.0',
         'speedlayer_batch_duration_seconds_count{speedlayer_job="fleet",query="fleet_windows"} 7.0',
@@ -92,12 +92,12 @@ def test_jstat_and_metrics_parse():
     q = soak_probe.parse_metrics(text)
     assert list(q) == ["fleet_windows"]
     assert q["fleet_windows"] == {"state_rows": {}, "state_memory_bytes": {"1:stateStoreSave": 2048.0},
-                                  "latency_ingest_s": {"0.5": 1.25}, "batches": 7.0,
+                                  "latency_ingest_s": {"p50": 1.25}, "batches": 7.0,
                                   "batch_duration_seconds_count": 7.0, "batch_duration_seconds_sum": 3.5}
 
 
 def _sample(t: float, batches: int, seconds: float) -> dict:
-    query = {"state_rows": {"0:dedupe": 10.0}, "state_memory_bytes": {"0:dedupe": 2e6}, "latency_ingest_s": {"0.99": 2.0},
+    query = {"state_rows": {"0:dedupe": 10.0}, "state_memory_bytes": {"0:dedupe": 2e6}, "latency_ingest_s": {"p99": 2.0},
              "batch_duration_seconds_count": batches, "batch_duration_seconds_sum": seconds}
     return {"t_min": t, "rss_mb": {"driver_jvm": 900.0, "python_workers": 80.0, "cli_python": 120.0}, "python_workers": 2,
             "jvm": {"heap_used_mb": 300.0}, "queries": {"fleet_windows": query},

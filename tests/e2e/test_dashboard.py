@@ -34,7 +34,7 @@ MAX_EVENTS = 30_000  # 15 s of events: a first batch late by a busy machine stil
 def scrape(url: str) -> dict:
     with urllib.request.urlopen(url + "/metrics", timeout=10) as response:
         text = response.read().decode()
-    return {(s.name, s.labels.get("query"), s.labels.get("since"), s.labels.get("quantile")): s.value
+    return {(s.name, s.labels.get("query"), s.labels.get("since"), s.labels.get("percentile")): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
@@ -117,7 +117,7 @@ def test_metrics_are_scraped_while_the_run_moves(live):
     assert len(rows) >= 3 and rows == sorted(rows) and rows[-1] > rows[0]
     final = scrape(live["server"].url)
     assert final[("speedlayer_batches_total", windows, None, None)] >= 3
-    assert any(final.get(("speedlayer_latency_seconds", windows, "event", q), 0) > 0 for q in ("0.5", "0.99"))
+    assert any(final.get(("speedlayer_latency_seconds", windows, "event", q), 0) > 0 for q in ("p50", "p99"))
     assert final[("speedlayer_duplicates_removed_total", windows, None, None)] > 0
     # dead letters counted from the observation equal what decode refuses in a batch recomputation
     settings = live["settings"].model_copy(update={"source": f"{SOURCE}&start={run.plan.source.start_ms}"})

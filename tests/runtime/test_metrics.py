@@ -72,7 +72,7 @@ def test_prometheus_text_parses_with_labels_by_speedlayer_job_and_query():
         return next(s.value for s in families[family].samples if labels.items() <= s.labels.items())
 
     assert value("speedlayer_input_rows", speedlayer_job="fleet", query="fleet_windows") == 10000
-    assert value("speedlayer_latency_seconds", since="event", quantile="0.99") == 6.4
+    assert value("speedlayer_latency_seconds", since="event", percentile="p99") == 6.4
     assert value("speedlayer_batch_phase_seconds", phase="addBatch") == 1.2
     assert value("speedlayer_state_rows", operator="1:dedupeWithinWatermark") == 20000
     assert value("speedlayer_duplicates_removed", query="fleet_windows") == 95
@@ -102,7 +102,7 @@ def test_latency_stays_that_of_the_newest_batch_with_events():
     for p in RECORDED:  # the second batch read nothing
         tracker.record(p)
     families = {f.name: f for f in text_string_to_metric_families(generate_latest(metrics_registry("fleet", tracker)).decode())}
-    p99 = [s.value for s in families["speedlayer_latency_seconds"].samples if s.labels["quantile"] == "0.99"
+    p99 = [s.value for s in families["speedlayer_latency_seconds"].samples if s.labels["percentile"] == "p99"
            and s.labels["since"] == "event"]
     assert p99 == [6.4]
 

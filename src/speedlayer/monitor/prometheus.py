@@ -27,8 +27,6 @@ from speedlayer.sources.base import partition_lag
 PREFIX = "speedlayer"
 #: the label naming the speedlayer job (Prometheus keeps ``job`` for the scrape job)
 JOB_LABEL = "speedlayer_job"
-#: the ``quantile`` label of each latency percentile
-QUANTILE_LABELS = {"p50": "0.5", "p95": "0.95", "p99": "0.99"}
 
 
 class RunCollector(Collector):
@@ -103,7 +101,7 @@ def _query_families() -> dict[str, Metric]:
         "phase": gauge("batch_phase_seconds", "time of each part of the last batch (Spark's durationMs)", ("phase",)),
         "delay": gauge("scheduling_delay_seconds", "how late the last trigger started against its schedule"),
         "latency": gauge("latency_seconds", "end-to-end latency of the newest batch's events up to its commit",
-                         ("since", "quantile")),
+                         ("since", "percentile")),
         "watermark": gauge("watermark_timestamp_seconds", "event-time watermark (epoch seconds)"),
         "lag": gauge("watermark_lag_seconds", "newest event time seen minus the watermark"),
         "state_rows": gauge("state_rows", "rows held by a stateful operator", ("operator",)),
@@ -139,8 +137,8 @@ def _add_latest(f: dict[str, Metric], labels: list[str], q) -> None:
     if m.scheduling_delay_ms is not None:
         f["delay"].add_metric(labels, m.scheduling_delay_ms / 1000)
     for since, values in q.latency_ms.items():
-        for quantile, ms in values.items():
-            f["latency"].add_metric(labels + [since, QUANTILE_LABELS[quantile]], ms / 1000)
+        for percentile, ms in values.items():  # "p50", "p95", "p99": Prometheus keeps "quantile" for summaries
+            f["latency"].add_metric(labels + [since, percentile], ms / 1000)
     if m.watermark_ms is not None:
         f["watermark"].add_metric(labels, m.watermark_ms / 1000)
     if m.watermark_lag_ms is not None:
