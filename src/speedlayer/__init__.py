@@ -52,6 +52,8 @@ _EXPORTS = {
     "flatten_window": "speedlayer.pipelines.ops",
     "drop_duplicates": "speedlayer.pipelines.dedup",
     "late_events": "speedlayer.pipelines.late",
+    "reference_table": "speedlayer.pipelines.tables",  # the static side of a stream-static join
+    "shared_dir": "speedlayer.pipelines.tables",  # where a cluster must see it (Job.shared_paths)
     # events
     "EventSchema": "speedlayer.core.schemas",
     "Field": "speedlayer.core.schemas",

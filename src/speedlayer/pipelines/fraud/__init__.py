@@ -29,6 +29,7 @@ from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.fraud.model import check_model, load_model, score
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
+from speedlayer.pipelines.tables import reference_table
 
 ALERT_COLUMNS = ("tx_id", "card_id", "time", "amount", "merchant_category", "country", "home_country", "avg_amount",
                  "fraud_score")
@@ -64,9 +65,9 @@ def model_paths(params: Params) -> dict[str, Path]:
 def scored_transactions(events: DataFrame, params: Params) -> DataFrame:
     """Each (deduplicated) transaction with its card profile and ``fraud_score``."""
     options: FraudOptions = params.options or FraudOptions()
-    spark = events.sparkSession
     profiles_path = options.profiles or str(Path(options.model).expanduser().resolve() / "profiles")
-    profiles = spark.read.parquet(profiles_path)
+    # pinned: the profiles the model was trained with, the same for every batch and its replay
+    profiles = reference_table(events.sparkSession, profiles_path, "parquet", name=f"card-profile table {profiles_path}")
     events = drop_duplicates(with_watermark(events, params, CARD_TRANSACTION.time_field), params, FRAUD.dedup_key)
     return score(events.drop("ingest_time"), load_model(options.model), profiles)
 
