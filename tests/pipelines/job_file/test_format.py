@@ -115,7 +115,7 @@ def test_the_definition_changes_with_what_is_computed_only(tmp_path):
     (("  pages:", "  dead-letters:"), "outputs: 'dead-letters' is an output every job file job gets: give yours another name"),
     (("  pages:", "  late:"), "outputs: 'late' is an output every job file job gets: give yours another name"),
     (("name: clicks", "name: clicks\nwatermark: 5s"), "unknown key 'watermark': use one of name, summary, schema, dedup_key, "
-                                                     "defaults, default_source, default_outputs, outputs"),
+                                                     "defaults, default_source, default_outputs, outputs, references, variables"),
     (("name: clicks", "name: clicks\nsummary: clicks: per page"), "is not valid YAML at line 2 (mapping values are not "
                                                                  "allowed here): fix its syntax (a value holding ': ' or "
                                                                  "starting with a quote must be quoted whole)"),

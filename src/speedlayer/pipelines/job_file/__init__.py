@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
 from pyspark.sql import DataFrame
@@ -26,8 +26,10 @@ from speedlayer.core.schemas import EventSchema, Field
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.job_file.reading import read_spec
+from speedlayer.pipelines.job_file.references import ReferenceSpec
 from speedlayer.pipelines.job_file.spec import JobFileSpec, OutputSpec
 from speedlayer.pipelines.job_file.sql import VIEW, output_query
+from speedlayer.pipelines.job_file.tables import check_tables, read_tables, shared_table_paths, variables_model
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
 
@@ -56,7 +58,9 @@ def job_from_spec(spec: JobFileSpec, file: str) -> Job:
     if spec.dedup_key:
         outputs["late"] = LATE
     pipeline = partial(job_file_pipeline, time_field=schema.time_field, dedup_key=spec.dedup_key,
-                       queries={name: (o.sql, tuple(o.key)) for name, o in spec.outputs.items()}, file=file)
+                       queries={name: (o.sql, tuple(o.key)) for name, o in spec.outputs.items()}, file=file,
+                       references=spec.references)
+    tables = {"references": spec.references, "file": file}
     job = Job(
         name=spec.name,
         summary=spec.summary or f"job file {file}",
@@ -68,6 +72,9 @@ def job_from_spec(spec: JobFileSpec, file: str) -> Job:
         defaults=spec.defaults.settings(),
         definition=spec.digest(),
         dedup_key=spec.dedup_key,
+        options=variables_model(spec.variables),
+        check=partial(check_tables, **tables) if spec.references else None,
+        shared_paths=partial(shared_table_paths, **tables) if spec.references else None,
     )
     # the late output reads the job's schema and dedup key, so the pipeline gets the job itself
     return dataclasses.replace(job, pipeline=partial(pipeline, job=job)) if spec.dedup_key else job
@@ -80,11 +87,14 @@ def _output(name: str, spec: OutputSpec, file: str) -> Output:
 
 def job_file_pipeline(events: DataFrame, params: Params, *, time_field: str, dedup_key: str | None,
                       queries: Mapping[str, tuple[str, tuple[str, ...]]], file: str,
+                      references: Mapping[str, ReferenceSpec] | None = None,
                       job: Job | None = None) -> Mapping[str, DataFrame]:
-    """Each output's SQL over the events, watermarked on ``time_field``, re-sent copies dropped by ``dedup_key``;
-    with a dedup key, ``late``: the events behind the watermark (``speedlayer.pipelines.late``) of ``job``.
+    """Each output's SQL over the events, watermarked on ``time_field``, re-sent copies dropped by ``dedup_key``,
+    and over the reference tables by their names; with a dedup key, ``late``: the events behind the
+    watermark (``speedlayer.pipelines.late``) of ``job``.
 
-    Every output is built only when asked for (``LazyOutputs``): a run builds the ones it writes.
+    Every output is built only when asked for (``LazyOutputs``): a run builds the ones it writes,
+    and reads the tables (once) when the first of them is built.
     The view ``events`` holds the schema's fields only (not ``ingest_time`` nor the source offset,
     in which copies of a re-sent event differ).
     """
@@ -92,7 +102,9 @@ def job_file_pipeline(events: DataFrame, params: Params, *, time_field: str, ded
     watermarked = with_watermark(events, params, time_field)
     kept = drop_duplicates(watermarked, params, dedup_key) if dedup_key else watermarked
     view = kept.select(*fields)
-    builders = {name: partial(output_query, view, name, sql, key, file) for name, (sql, key) in queries.items()}
+    tables = cache(partial(read_tables, events.sparkSession, references or {}, params, file))
+    builders = {name: lambda name=name, sql=sql, key=key: output_query(view, name, sql, key, file, tables())
+                for name, (sql, key) in queries.items()}
     if job is not None:
         builders["late"] = partial(late_events, watermarked, job, params)
     return LazyOutputs(builders)

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.pipelines.job_file.references import reference_mistakes
 from speedlayer.pipelines.job_file.spec import JobFileSpec
 
 #: what a missing key holds, said when it is missing
@@ -28,6 +29,7 @@ _WHAT = {
     "type": "one of string, double, long, boolean, timestamp",
     "outputs": "at least one output with its sql",
     "sql": "a Spark SQL query over the view events",
+    "path": "the table's file, directory or URI, e.g. path: ref/customers.csv",
 }
 
 
@@ -48,10 +50,14 @@ def read_spec(path: Path) -> JobFileSpec:
         raise ConfigError(f"job file {path} cannot be read ({exc.__class__.__name__}): check the file") from None
     if not isinstance(data, dict):
         raise ConfigError(f"job file {path} must be a mapping with name:, schema: and outputs: (see docs/job-files.md)")
+    found = reference_mistakes(data, path.resolve().parent)  # told with the format's own mistakes, all at once
     try:
-        return JobFileSpec.model_validate(data)
+        spec = JobFileSpec.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(mistakes(path, exc.errors(), yaml.compose(text))) from None
+        raise ConfigError(mistakes(path, [*exc.errors(), *found], yaml.compose(text))) from None
+    if found:
+        raise ConfigError(mistakes(path, found, yaml.compose(text)))
+    return spec
 
 
 def mistakes(path: Path, errors: list[Mapping], root: yaml.Node | None) -> str:

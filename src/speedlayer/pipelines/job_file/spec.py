@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError
+from speedlayer.pipelines.job_file.references import ReferenceSpec, VariableSpec
 
 Kind = Literal["string", "double", "long", "boolean", "timestamp"]
 Mode = Literal["append", "update", "complete"]
@@ -163,6 +164,9 @@ class JobFileSpec(_Strict):
     default_source: str | None = None
     default_outputs: list[str] | None = None
     outputs: dict[str, OutputSpec] = Field(min_length=1)
+    #: static tables the SQL reads by name (a stream-static join), and the values their paths take from the run
+    references: dict[str, ReferenceSpec] = Field(default_factory=dict)
+    variables: dict[str, VariableSpec] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -195,12 +199,16 @@ class JobFileSpec(_Strict):
         return self
 
     def digest(self) -> str:
-        """What the job computes, hashed: schema, dedup key and outputs (SQL, modes, key), not summaries,
-        comments or defaults (those reach the run's settings, which the manifest compares on their own).
+        """What the job computes, hashed: schema, dedup key, outputs (SQL, modes, key) and reference tables
+        (as written: a path's variables are run options), not summaries, comments or defaults (those reach
+        the run's settings, which the manifest compares on their own).
 
         >>> spec.digest()  # doctest: +SKIP
         'sha256:3f0c5e1d9a2b'
         """
         what = self.model_dump(mode="json", by_alias=True, include={"name", "schema_", "dedup_key", "outputs"},
                                exclude={"outputs": {"__all__": {"summary"}}})
+        if self.references:  # a file without tables keeps the digest it had before tables existed
+            what["references"] = self.model_dump(mode="json", by_alias=True, include={"references"},
+                                                 exclude={"references": {"__all__": {"summary"}}})["references"]
         return "sha256:" + hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]

@@ -8,6 +8,7 @@ columns must be columns of the result.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.errors import AnalysisException
@@ -22,8 +23,10 @@ from speedlayer.pipelines.ops import flatten_window
 VIEW = "events"
 
 
-def output_query(events: DataFrame, name: str, sql: str, key: tuple[str, ...], file: Path | str) -> DataFrame:
-    """The DataFrame of output ``name``: ``sql`` over ``events`` registered as the view ``events``.
+def output_query(events: DataFrame, name: str, sql: str, key: tuple[str, ...], file: Path | str,
+                 tables: Mapping[str, DataFrame] | None = None) -> DataFrame:
+    """The DataFrame of output ``name``: ``sql`` over ``events`` registered as the view ``events``, and
+    over ``tables``, each registered as a view of its name.
 
     A syntax or analysis error, a statement that is not a query, SQL that does not read the
     events, or a key column the result lacks is a ConfigError naming the output and the file.
@@ -32,6 +35,8 @@ def output_query(events: DataFrame, name: str, sql: str, key: tuple[str, ...], f
     with quiet_analysis_errors():
         try:
             _refuse_statements(spark, name, sql, file)
+            for table, df in (tables or {}).items():
+                df.createOrReplaceTempView(table)
             events.createOrReplaceTempView(VIEW)
             df = spark.sql(sql)
         except AnalysisException as exc:  # ParseException is one too
