@@ -10,7 +10,7 @@ TEST_WORKERS ?= 2
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel  # a user's `pip install -e .` builds with these
 
 # Reinstall only when the project's dependencies change.
 # constraints.txt pins what the tests run on; pyproject.toml declares the ranges users install within.

@@ -4,6 +4,9 @@ its job (and the job-file twin) give the same results as a stream and as a batch
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 from datetime import datetime
 
 import pytest
@@ -27,6 +30,14 @@ def test_the_docs_show_the_example_packages_code_as_it_is():
     for name in ("orders.py", "shopfeed.py", "jsonl.py"):
         code = (EXAMPLE / "acme_speedlayer" / name).read_text()
         assert f"```python\n{code}```" in doc, f"docs/extending.md shows another {name} than the example package's"
+
+
+def test_the_environment_builds_an_editable_install_of_a_users_package(tmp_path):
+    # without build isolation the environment's own setuptools builds it: an old one needs the wheel package
+    package = shutil.copytree(EXAMPLE, tmp_path / "acme", ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-build-isolation",
+                           "--no-index", "-e", str(package)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Would install acme-speedlayer" in done.stdout, done.stderr[-2000:]
 
 
 def test_its_job_source_and_sink_come_from_their_entry_points():
