@@ -13,7 +13,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from speedlayer.core import faults
 from speedlayer.core.durations import format_duration, parse_duration, positive_duration
@@ -37,7 +36,6 @@ from speedlayer.sinks import open_sink
 from speedlayer.sinks.base import Sink
 from speedlayer.sources import open_source
 from speedlayer.sources.base import Source
-from speedlayer.sources.generator import GeneratorSource
 
 #: Spark's floor on a real-time batch duration, and its default
 REALTIME_MIN_CONF, REALTIME_MIN_DEFAULT_MS = "spark.sql.streaming.realTimeMode.minBatchDuration", 5000
@@ -78,7 +76,7 @@ class RunPlan:
     py_files: tuple[Path, ...] = ()
     #: what ``prepare_state`` wrote to the state directory's manifest (``pin_at_start`` writes it again)
     manifest: dict[str, Any] = field(default_factory=dict)
-    #: second streams whose generator keeps the main generator's clock
+    #: second streams that keep the main source's clock (``Source.follow_clock``)
     clock_followers: list[str] = field(default_factory=list)
 
     def lock_state(self) -> None:
@@ -287,8 +285,9 @@ def _input_sources(settings: RunSettings, job: Job, source: Source, trigger: Tri
                    notes: list[str]) -> dict[str, Source]:
     """The source of each second stream a selected output reads (``--input rides=URI``, or ``--rides URI``).
 
-    Without one, a generator run reads the same generator's kind of that name (same seed, start,
-    rate); any other run is refused. A stream no selected output reads is never opened for reading.
+    Without one, the main source's ``default_input`` is read (a generator run: the same generator's
+    kind of that name, same seed and rate); a source with none is refused. A stream no selected
+    output reads is never opened for reading.
     """
     sources = {}
     for name, schema in job.inputs.items():
@@ -305,10 +304,11 @@ def _input_sources(settings: RunSettings, job: Job, source: Source, trigger: Tri
                              "which this run does not write: it is not read")
             continue
         if uri is None:
-            if not isinstance(source, GeneratorSource):
+            default = source.default_input(name)
+            if default is None:
                 raise ConfigError(f"output {readers[0]!r} joins a second stream, {name}: give its source with --{name} URI "
                                   f"(e.g. --{name} 'generator://?kind={name}' or a redis://, kafka://, files:// URI)")
-            opened = open_source("generator://?" + urlencode({**source.uri.options, "kind": name}, safe=":"))
+            opened = open_source(default)
         opened.event_schema = schema
         if trigger.realtime:
             raise ConfigError(f"output {readers[0]!r} reads two streams, which real-time mode cannot: use a micro-batch trigger")

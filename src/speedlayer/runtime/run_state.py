@@ -1,7 +1,7 @@
 """A run's state directory before its queries start: what it pins, records and checks.
 
 ``prepare_state`` compares a resume's settings with the recorded ones, pins what must survive
-restarts (a generator's clock, the second streams'), checks the sources, the checkpoints and the
+restarts (a source's clock, the second streams', which may follow it), checks the sources, the checkpoints and the
 sinks against them, and writes the manifest; ``pin_at_start`` lets a source choose its clock again
 right before the first query starts.
 
@@ -27,19 +27,17 @@ from speedlayer.runtime.manifest import (
 from speedlayer.runtime.plan import RunPlan
 from speedlayer.runtime.settings import LEGACY_INPUTS
 from speedlayer.runtime.shared import check_shared_checkpoint
-from speedlayer.sources.generator import GeneratorSource
 
 
 def _pin_inputs(plan: RunPlan, run_state: dict[str, Any]) -> None:
     """Pin each second stream's source in its own part of the run state.
 
-    A generator given no ``start`` keeps the clock of a generator main source, so both streams'
-    event times line up (the default ``--rides`` is that).
+    A source that follows a clock keeps the main source's, where it has one, so both streams' event
+    times line up (the generator's default ``--rides`` does).
     """
+    clock = plan.source.clock()
     for name, source in plan.inputs.items():
-        if (isinstance(source, GeneratorSource) and source.start_ms is None
-                and isinstance(plan.source, GeneratorSource)):
-            source.start_ms = plan.source.start_ms
+        if clock is not None and source.follow_clock(clock):
             plan.clock_followers.append(name)
         source.pin(run_state.setdefault("inputs", {}).setdefault(name, {}))
 
@@ -51,9 +49,10 @@ def pin_at_start(plan: RunPlan) -> None:
     run_state = plan.manifest.get("run_state", {})
     if not plan.source.pin_at_start(run_state):
         return
+    clock = plan.source.clock()
     for name in plan.clock_followers:
-        plan.inputs[name].start_ms = plan.source.start_ms
-        plan.inputs[name].pin(run_state.setdefault("inputs", {}).setdefault(name, {}))
+        if clock is not None and plan.inputs[name].follow_clock(clock):
+            plan.inputs[name].pin(run_state.setdefault("inputs", {}).setdefault(name, {}))
     with told_when_full(plan.state_dir):
         write_manifest(plan.state_dir, plan.manifest)
 

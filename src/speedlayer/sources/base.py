@@ -97,6 +97,29 @@ class Source(ABC):
         had nothing recorded (a clock that should start with the rows); True when ``run_state`` changed."""
         return False
 
+    def default_input(self, name: str) -> str | None:
+        """The URI of the source a job's second stream ``name`` reads when the run gives none (``--name URI``),
+        for this source as the run's main one; None: the run must give one.
+
+        A generator-like source answers with itself making that kind of event, as ``generator://`` does:
+
+        >>> open_source("generator://?seed=7").default_input("rides")  # doctest: +SKIP
+        'generator://?seed=7&kind=rides'
+        """
+        return None
+
+    def clock(self) -> int | None:
+        """The event-time origin (epoch milliseconds) this source pinned, which the run's second streams may
+        keep (``follow_clock``) so that both streams' event times line up; None: it keeps no clock.
+        Asked after ``pin`` and again after ``pin_at_start`` moved it."""
+        return None
+
+    def follow_clock(self, clock_ms: int) -> bool:
+        """As a second stream: keep the main source's clock ``clock_ms`` (called before ``pin``, and again
+        when the main source chose its clock anew at start). True when it does; False when it keeps its
+        own (a start given to it) or has none."""
+        return False
+
     def describe(self) -> str:
         return self.uri.display
 

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, MutableMapping
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlencode
 
 from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -298,6 +299,21 @@ class GeneratorSource(Source):
             return False
         self._chose_start = False
         self.start_ms = run_state["generator_start_ms"] = _now_ms()
+        return True
+
+    def default_input(self, name: str) -> str | None:
+        # the same generator (seed, rate, vehicles) making the stream's kind, when it makes that kind
+        if name not in KINDS:
+            return None
+        return "generator://?" + urlencode({**self.uri.options, "kind": name}, safe=":")
+
+    def clock(self) -> int | None:
+        return self.start_ms
+
+    def follow_clock(self, clock_ms: int) -> bool:
+        if self.options.start:
+            return False
+        self.start_ms = clock_ms
         return True
 
     def describe(self) -> str:
