@@ -69,6 +69,7 @@ _EXPORTS = {
     "Uri": "speedlayer.core.uris",
     "parse_options": "speedlayer.core.uris",
     "parse_uri": "speedlayer.core.uris",
+    "GeneratorOptions": "speedlayer.sources.generator_kit",  # what a generator kind of yours reads
     # running from Python
     "run": "speedlayer.runtime.handle",
     "RunHandle": "speedlayer.runtime.handle",

@@ -12,6 +12,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.pipelines import BUILTIN_JOBS, get_job, job_registry
 from speedlayer.sinks import BUILTIN_SINKS, open_sink, sink_registry
 from speedlayer.sources import BUILTIN_SOURCES, open_source, source_registry
+from speedlayer.sources.generator_kinds import BUILTIN_KINDS
 from tests.conftest import ROOT
 
 JOBS = "speedlayer.jobs"
@@ -124,7 +125,8 @@ def test_without_speedlayers_own_metadata_the_builtins_stand_in():
 
 def test_speedlayer_declares_its_builtins_as_entry_points_exactly():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
-    assert declared == {JOBS: BUILTIN_JOBS, "speedlayer.sources": BUILTIN_SOURCES, "speedlayer.sinks": BUILTIN_SINKS}
+    assert declared == {JOBS: BUILTIN_JOBS, "speedlayer.sources": BUILTIN_SOURCES, "speedlayer.sinks": BUILTIN_SINKS,
+                        "speedlayer.generator_kinds": BUILTIN_KINDS}
     installed = {c.name: c.target for c in plugins.declared(JOBS) if c.package == "speedlayer"}
     assert installed == BUILTIN_JOBS, "reinstall speedlayer (make .venv/.installed-dev) to refresh its entry points"
 

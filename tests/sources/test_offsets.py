@@ -17,7 +17,7 @@ from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import open_source
-from speedlayer.sources.generator import KINDS
+from speedlayer.sources.generator_kinds import BUILTIN_KINDS
 from tests.sources.test_files import HEADER, line, stream_raw
 from tests.sources.test_socket import wait_rows
 
@@ -92,7 +92,7 @@ def test_file_offsets_are_unique_per_row_and_the_same_on_a_second_read(spark, tm
         assert numbers == [(f"{f}.{fmt}", n) for f in ("one", "two") for n in (1, 2, 4)]
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", sorted(BUILTIN_KINDS))
 def test_generator_offsets_are_unique_and_reproducible(spark, kind):
     source = open_source(f"generator://?kind={kind}&seed=3&start=0&duplicates=0.3&malformed=0.2")
     first, second = source.read_batch(spark, 3000).collect(), source.read_batch(spark, 3000).collect()

@@ -17,7 +17,8 @@ def produce_command(
     generator: str = typer.Option("generator://", "--generator",
                                   help="generator options, e.g. 'generator://?seed=7&vehicles=500'"),
     seed: int | None = typer.Option(None, "--seed", help="generator seed (wins over --generator's)"),
-    kind: str | None = typer.Option(None, "--kind", help="vehicles | actions | transactions | rides (wins over --generator's)"),
+    kind: str | None = typer.Option(None, "--kind", help="vehicles | actions | transactions | rides | a registered kind "
+                                                           "(wins over --generator's)"),
     start: str | None = typer.Option(None, "--start", help="event-time origin, ISO-8601 or epoch ms (default: now)"),
     from_event: int = typer.Option(0, "--from-event", help="first event number n (to continue an earlier run)"),
     chunk: int = typer.Option(50_000, "--chunk", help="events computed per Spark job"),

@@ -1,4 +1,4 @@
-"""Plug-ins: the jobs, sources and sinks that installed packages declare as entry points.
+"""Plug-ins: the jobs, sources, sinks and generator kinds that installed packages declare as entry points.
 
 A package registers a job, a source or a sink in its own ``pyproject.toml``, the way speedlayer
 registers its built-in ones::
@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: the entry-point group of each kind of plug-in
-GROUPS = {"job": "speedlayer.jobs", "source": "speedlayer.sources", "sink": "speedlayer.sinks"}
+GROUPS = {"job": "speedlayer.jobs", "source": "speedlayer.sources", "sink": "speedlayer.sinks",
+          "generator kind": "speedlayer.generator_kinds"}
 #: the distribution whose plug-ins are the built-in ones (they win a name clash)
 OWN = "speedlayer"
 

@@ -43,7 +43,7 @@ def sampled_by(keys: list[Column], fraction: float) -> Column | None:
     """Whether a row is in a ``fraction`` sample, drawn by a hash of ``keys``; None when every row is.
 
     A hash, not ``rand()``: a stream re-seeds ``rand`` every micro-batch, and a new seed is new
-    generated code to compile (see ``speedlayer.sources.generator._fence``). Decode hashes an
+    generated code to compile (see ``speedlayer.sources.generator_kit.fence``). Decode hashes an
     event's typed fields (a few short values, not the whole payload); the row's position
     (``monotonically_increasing_id``) would hash nothing, but a stream refuses it.
 

@@ -25,7 +25,8 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import parse_uri
 from speedlayer.producers import Destination, EventSlice, open_destination
 from speedlayer.producers.files import FilesDestination
-from speedlayer.sources.generator import KINDS, GeneratorOptions, GeneratorSource, parse_start
+from speedlayer.sources.generator import GeneratorOptions, GeneratorSource, parse_start
+from speedlayer.sources.generator_kinds import kinds
 
 
 class ProduceSettings(BaseModel):
@@ -37,7 +38,7 @@ class ProduceSettings(BaseModel):
     max_events: int | None = Field(None, gt=0, description="stop after this many events (default: until Ctrl-C)")
     from_event: int = Field(0, ge=0, description="first event number n")
     seed: int | None = None
-    kind: str | None = Field(None, description="what to generate (vehicles, actions, transactions, rides); "
+    kind: str | None = Field(None, description="what to generate (vehicles, actions, transactions, rides or a registered kind); "
                                                "wins over --generator's")
     start: str | None = Field(None, description="event-time origin (ISO-8601 or epoch ms); default: now")
     chunk: int = Field(50_000, gt=0, le=5_000_000, description="events computed per Spark job")
@@ -105,8 +106,8 @@ def plan_produce(settings: ProduceSettings) -> ProducePlan:
     if settings.seed is not None:
         updates["seed"] = settings.seed
     if settings.kind is not None:
-        if settings.kind not in KINDS:
-            raise ConfigError(f"--kind {settings.kind!r} is not a kind the generator makes: choose one of {', '.join(KINDS)}")
+        if settings.kind not in kinds():
+            raise ConfigError(f"--kind {settings.kind!r} is not a kind the generator makes: choose one of {', '.join(kinds())}")
         updates["kind"] = settings.kind
     if settings.rate and "rate" not in uri.options:
         updates["rate"] = settings.rate  # event times then follow the publishing pace

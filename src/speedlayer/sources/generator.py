@@ -11,16 +11,14 @@ re-sent duplicates and corrupted payloads.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import MutableMapping
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
-from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -29,52 +27,14 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import Uri, parse_options
 from speedlayer.core.zones import zone_of
 from speedlayer.sources.base import Source
+from speedlayer.sources.generator_kinds import kinds
+from speedlayer.sources.generator_kit import GeneratorOptions, iso_time, metadata, uniform
 
 CENTER_LAT, CENTER_LON = 52.5200, 13.4050
 _KM_PER_DEG_LAT = 111.32
 #: km per degree of longitude at the centre (east-west distances of the vehicles' paths and the pickups)
 _KM_PER_DEG_LON = _KM_PER_DEG_LAT * math.cos(math.radians(CENTER_LAT))
 _MALFORMED_KINDS = 7
-
-
-#: event kinds the generator makes: name -> "module:function" building RAW rows from ``(seq, opts, start_ms)``
-KINDS: dict[str, str] = {
-    "vehicles": "speedlayer.sources.generator:vehicle_events",
-    "actions": "speedlayer.sources.generator_actions:action_events",
-    "transactions": "speedlayer.sources.generator_transactions:transaction_events",
-    "rides": "speedlayer.sources.generator_rides:ride_events",
-}
-
-
-class GeneratorOptions(BaseModel):
-    kind: str = Field("vehicles", description="what to generate: " + ", ".join(KINDS))
-    rate: int = Field(5000, gt=0, description="events per second (paced), also the event-time spacing")
-    vehicles: int = Field(2000, gt=0, description="vehicles (kind=rides: the vehicles pickups are placed near)")
-    riders: int = Field(5000, gt=0, description="kind=rides: number of riders")
-    cards: int = Field(2000, gt=0, description="kind=transactions: number of cards")
-    fraud: float = Field(0.01, ge=0, le=1, description="kind=transactions: fraction of fraudulent transactions")
-    seed: int = 42
-    start: str | None = Field(None, description="event-time origin, ISO-8601 or epoch ms; default: when the first query starts")
-    disorder: str = Field("2s", description="maximum event-time disorder")
-    late: float = Field(0.005, ge=0, le=1, description="fraction of events delayed beyond the watermark")
-    late_delay: str = Field("60s", description="typical delay of a late event (0.5x to 1.5x of it)")
-    duplicates: float = Field(0.01, ge=0, le=1, description="fraction of events re-sent")
-    malformed: float = Field(0.002, ge=0, le=1, description="fraction of corrupted payloads")
-    partitions: int | None = Field(None, gt=0)
-    rows_per_batch: int | None = Field(None, gt=0, description="unpaced: this many events per micro-batch")
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, value: str) -> str:
-        if value not in KINDS:
-            raise ValueError(f"unknown kind {value!r}: choose one of {', '.join(KINDS)}")
-        return value
-
-    @field_validator("disorder", "late_delay")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        parse_duration(value)
-        return value
 
 
 def parse_start(text: str) -> int:
@@ -90,25 +50,10 @@ def parse_start(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def event_builder(kind: str) -> Callable[[DataFrame, GeneratorOptions, int], DataFrame]:
-    """The function that builds RAW rows of ``kind`` from a DataFrame of sequence numbers ``n``.
-
-    >>> event_builder("vehicles").__name__
-    'vehicle_events'
-    """
-    module, _, name = KINDS[kind].partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def generate(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
-    """RAW rows of the options' kind for the sequence numbers in ``seq`` (column ``n``)."""
-    return event_builder(opts.kind)(seq, opts, start_ms)
-
-
-def _uniform(seed: int, key: Column, salt: int) -> Column:
-    """A reproducible uniform draw in [0, 1) for (seed, key, salt): a hash, not Spark's rand()."""
-    bits = F.pmod(F.xxhash64(F.lit(seed), key, F.lit(salt)), F.lit(2_147_483_647))
-    return bits / F.lit(2_147_483_647.0)
+    """RAW rows of the options' kind (a registered one: ``speedlayer.sources.generator_kinds``) for the
+    sequence numbers in ``seq`` (column ``n``)."""
+    return kinds()[opts.kind](seq, opts, start_ms)
 
 
 def vehicle_path(df: DataFrame, seed: int, start_ms: int) -> DataFrame:
@@ -123,7 +68,7 @@ def vehicle_path(df: DataFrame, seed: int, start_ms: int) -> DataFrame:
     c = F.col
 
     def trait(salt: int) -> Column:  # per-vehicle, stable over time
-        return _uniform(seed + 1, c("vehicle"), salt)
+        return uniform(seed + 1, c("vehicle"), salt)
 
     df = df.select(
         "*",
@@ -159,15 +104,14 @@ def vehicle_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> Dat
     """
     seed = opts.seed
     c = F.col
-    spacing_ms = 1000.0 / opts.rate
     src = c("src")
     df = vehicle_path(_event_times(seq, opts, start_ms), seed, start_ms)
     df = df.select("*", zone_of(c("lat"), c("lon"))[2].alias("limit"))
-    noise = (_uniform(seed, src, 6) - 0.5) * 4
+    noise = (uniform(seed, src, 6) - 0.5) * 4
     df = df.select(
         "*",
         F.round(F.greatest(F.lit(0.0), c("limit") * c("habit") * (1 + 0.12 * F.sin(c("wave"))) + noise), 1).alias("speed"),
-        _iso(c("event_ms")).alias("event_time_text"),
+        iso_time(c("event_ms")).alias("event_time_text"),
     )
 
     fields = {
@@ -181,35 +125,35 @@ def vehicle_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> Dat
 
     good = F.to_json(F.struct(*(col.alias(name) for name, col in fields.items())))
     if opts.malformed == 0:
-        return df.select(good.alias("value"), *_metadata(start_ms, spacing_ms, c("n"), c("vehicle")))
+        return df.select(good.alias("value"), *metadata(opts, start_ms, F.format_string("V%04d", c("vehicle"))))
     df = df.select(
         "*", good.alias("good"),
-        (_uniform(seed, src, 7) < opts.malformed).alias("bad"),
-        F.floor(_uniform(seed, src, 8) * _MALFORMED_KINDS).alias("kind"),
+        (uniform(seed, src, 7) < opts.malformed).alias("bad"),
+        F.floor(uniform(seed, src, 8) * _MALFORMED_KINDS).alias("kind"),
     )
     return df.select(F.when(c("bad"), _corrupted(c("good"))).otherwise(c("good")).alias("value"),
-                     *_metadata(start_ms, spacing_ms, c("n"), c("vehicle")))
+                     *metadata(opts, start_ms, F.format_string("V%04d", c("vehicle"))))
 
 
 def _event_times(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
     """``n``, the event it sends (``src``: itself, or an earlier one re-sent), its event time and vehicle."""
     seed, c = opts.seed, F.col
     # A duplicate re-sends one of the three events before it, byte for byte.
-    is_dup = (_uniform(seed, c("n"), 1) < opts.duplicates) & (c("n") > 0)
+    is_dup = (uniform(seed, c("n"), 1) < opts.duplicates) & (c("n") > 0)
     df = seq.select(
         "n",
-        F.when(is_dup, F.greatest(c("n") - 1 - F.floor(_uniform(seed, c("n"), 2) * 3), F.lit(0)))
+        F.when(is_dup, F.greatest(c("n") - 1 - F.floor(uniform(seed, c("n"), 2) * 3), F.lit(0)))
         .otherwise(c("n")).cast("long").alias("src"),
     )
     src = c("src")
     lateness_ms = F.when(
-        _uniform(seed, src, 3) < opts.late,
-        F.floor(F.lit(parse_duration(opts.late_delay)) * (0.5 + _uniform(seed, src, 4))),
+        uniform(seed, src, 3) < opts.late,
+        F.floor(F.lit(parse_duration(opts.late_delay)) * (0.5 + uniform(seed, src, 4))),
     ).otherwise(0)
     return df.select(
         "n", "src",
         (F.lit(start_ms) + F.floor(src * (1000.0 / opts.rate))
-         - F.floor(_uniform(seed, src, 5) * parse_duration(opts.disorder))
+         - F.floor(uniform(seed, src, 5) * parse_duration(opts.disorder))
          - lateness_ms).cast("long").alias("event_ms"),
         F.pmod(src, F.lit(opts.vehicles)).alias("vehicle"),
     )
@@ -232,42 +176,13 @@ def _corrupted(good_col: Column) -> Column:
         .when(c("kind") == 2, with_field("speed_kmh", "999.9"))
         .when(c("kind") == 3, with_field("lat", "123.456"))
         .when(c("kind") == 4, with_field("speed_kmh", '"fast"'))
-        .when(c("kind") == 5, F.replace(good_col, c("event_time_text"), _iso(c("event_ms") + 172_800_000)))
+        .when(c("kind") == 5, F.replace(good_col, c("event_time_text"), iso_time(c("event_ms") + 172_800_000)))
         .otherwise(F.concat(F.lit("#garbage "), c("src").cast("string")))
     )
 
 
-def _metadata(start_ms: int, spacing_ms: float, n: Column, vehicle: Column) -> list[Column]:
-    """key, offset and ingest_time of event ``n`` (ingest_time: its place on the paced timeline)."""
-    return [
-        F.format_string("V%04d", vehicle).alias("key"),
-        n.cast("string").alias("offset"),
-        F.timestamp_millis((F.lit(start_ms) + F.floor(n * spacing_ms) + _fence()).cast("long")).alias("ingest_time"),
-    ]
-
-
-def _fence() -> Column:
-    """A nondeterministic zero, so the generator's last projection is a wall for the optimizer.
-
-    Spark pushes no filter through a projection that holds a nondeterministic field (SPARK-13473).
-    Without this wall, decode's and the pipeline's filters are pushed down through every projection
-    above and inline the payload's expressions into themselves many times over: in continuous mode
-    (no dedup node in between) planning the alerts query never finished.
-
-    Not ``rand``: a streaming query re-seeds every ``rand`` each micro-batch, the seed is a literal
-    in the generated code, so every batch compiled the whole generator stage anew and ran it in
-    the JVM's interpreter until the JIT caught up (the fleet job's overhead over plain PySpark
-    fell from +33% to +10% without it).
-    """
-    return F.spark_partition_id() * 0
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _iso(epoch_ms: Column) -> Column:
-    return F.date_format(F.timestamp_millis(epoch_ms.cast("long")), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
 
 
 class GeneratorSource(Source):
@@ -303,7 +218,7 @@ class GeneratorSource(Source):
 
     def default_input(self, name: str) -> str | None:
         # the same generator (seed, rate, vehicles) making the stream's kind, when it makes that kind
-        if name not in KINDS:
+        if name not in kinds():
             return None
         return "generator://?" + urlencode({**self.uri.options, "kind": name}, safe=":")
 

@@ -18,8 +18,8 @@ import math
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.sources.generator import _KM_PER_DEG_LAT, _KM_PER_DEG_LON, GeneratorOptions, _iso, _uniform, vehicle_path
-from speedlayer.sources.generator_actions import corrupt, metadata, timeline
+from speedlayer.sources.generator import _KM_PER_DEG_LAT, _KM_PER_DEG_LON, vehicle_path
+from speedlayer.sources.generator_kit import GeneratorOptions, corrupt, iso_time, metadata, timeline, uniform
 
 #: farthest a pickup lies from the vehicle it was placed by, in km
 PICKUP_SPREAD_KM = 0.3
@@ -35,22 +35,22 @@ def ride_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFr
     df = timeline(seq, opts, start_ms)
     src = c("src")
     df = df.select("n", "src", "event_ms",
-                   F.floor(_uniform(seed, src, 10) * opts.riders).cast("long").alias("rider"),
-                   F.floor(_uniform(seed, src, 11) * opts.vehicles).cast("long").alias("vehicle"))
+                   F.floor(uniform(seed, src, 10) * opts.riders).cast("long").alias("rider"),
+                   F.floor(uniform(seed, src, 11) * opts.vehicles).cast("long").alias("vehicle"))
     df = vehicle_path(df, seed, start_ms)
-    bearing = 2 * math.pi * _uniform(seed, src, 12)
+    bearing = 2 * math.pi * uniform(seed, src, 12)
     # sqrt: uniform over the disc around the vehicle, not crowded at its centre
-    spread_km = PICKUP_SPREAD_KM * F.sqrt(_uniform(seed, src, 13))
+    spread_km = PICKUP_SPREAD_KM * F.sqrt(uniform(seed, src, 13))
     df = df.select(
         "n", "src",
         F.format_string("r-%07d", src).alias("request_id"),
         F.format_string("R%05d", c("rider")).alias("rider_id"),
         F.round(c("lat") + spread_km * F.sin(bearing) / _KM_PER_DEG_LAT, 6).alias("pickup_lat"),
         F.round(c("lon") + spread_km * F.cos(bearing) / _KM_PER_DEG_LON, 6).alias("pickup_lon"),
-        _iso(c("event_ms")).alias("request_time"),
+        iso_time(c("event_ms")).alias("request_time"),
     )
     good = F.to_json(F.struct(*PAYLOAD_FIELDS))
-    bad = _uniform(seed, src, 7) < opts.malformed
+    bad = uniform(seed, src, 7) < opts.malformed
     value = F.when(bad, corrupt(good, seed, src, [
         F.to_json(F.struct(*(f for f in PAYLOAD_FIELDS if f != "rider_id"))),
         F.to_json(F.struct("request_id", "rider_id", F.lit(123.456).alias("pickup_lat"), "pickup_lon", "request_time")),

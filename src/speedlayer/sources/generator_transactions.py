@@ -20,8 +20,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.sources.generator import GeneratorOptions, _iso, _uniform
-from speedlayer.sources.generator_actions import corrupt, metadata, pick, timeline
+from speedlayer.sources.generator_kit import GeneratorOptions, corrupt, iso_time, metadata, pick, timeline, uniform
 
 COUNTRIES = (("DE", 0.40), ("FR", 0.15), ("NL", 0.10), ("IT", 0.10), ("ES", 0.10), ("PL", 0.08), ("AT", 0.07))
 #: where fraudsters use a card abroad
@@ -35,8 +34,8 @@ PAYLOAD_FIELDS = ("tx_id", "card_id", "time", "amount", "merchant_category", "co
 
 def card_traits(opts: GeneratorOptions, card: Column) -> tuple[Column, Column]:
     """(home country, typical amount) of a card: stable per (seed, card)."""
-    home = pick(_uniform(opts.seed + 2, card, 1), COUNTRIES)
-    typical = F.round(F.lit(8.0) + 150.0 * F.pow(_uniform(opts.seed + 2, card, 2), 2), 2)
+    home = pick(uniform(opts.seed + 2, card, 1), COUNTRIES)
+    typical = F.round(F.lit(8.0) + 150.0 * F.pow(uniform(opts.seed + 2, card, 2), 2), 2)
     return home, typical
 
 
@@ -50,7 +49,7 @@ def transaction_rows(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> D
     src = c("src")
 
     def u(salt: int) -> Column:
-        return _uniform(seed, src, salt)
+        return uniform(seed, src, salt)
 
     df = df.select("n", "src", "event_ms", F.floor(u(10) * opts.cards).cast("long").alias("card"),
                    (u(11) < opts.fraud).alias("fraud"))
@@ -66,7 +65,7 @@ def transaction_rows(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> D
         "n", "src", "event_ms",
         F.format_string("t-%08d", src).alias("tx_id"),
         F.format_string("C%05d", c("card")).alias("card_id"),
-        _iso(c("event_ms")).alias("time"),
+        iso_time(c("event_ms")).alias("time"),
         F.round(c("typical") * spread, 2).alias("amount"),
         category.alias("merchant_category"),
         country.alias("country"),
@@ -79,7 +78,7 @@ def transaction_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) ->
     c = F.col
     df = transaction_rows(seq, opts, start_ms)
     good = F.to_json(F.struct(*PAYLOAD_FIELDS))
-    bad = _uniform(opts.seed, c("src"), 7) < opts.malformed
+    bad = uniform(opts.seed, c("src"), 7) < opts.malformed
     others = [f for f in PAYLOAD_FIELDS if f != "amount"]
     value = F.when(bad, corrupt(good, opts.seed, c("src"), [
         F.to_json(F.struct(*others)),
