@@ -55,16 +55,17 @@ def sampled_by(keys: list[Column], fraction: float) -> Column | None:
     return F.pmod(F.xxhash64(*keys), F.lit(_SAMPLE_SCALE)) < int(fraction * _SAMPLE_SCALE)
 
 
-def observe_latency(df: DataFrame, name: str, valid: Column, event_time: Column, ingest_time: Column,
+def observe_latency(df: DataFrame, name: str, valid: Column | None, event_time: Column, ingest_time: Column,
                     sampled: Column | None = None) -> DataFrame:
     """``df`` with the observation ``name`` the runner asks decode to attach (see ``decode(observe=...)``):
     rows refused, events accepted, percentiles of their event and ingest time, newest event time.
 
     ``valid``, ``event_time`` and ``ingest_time`` are columns of ``df``; ``valid`` tells an accepted
-    event from a refused row. The percentiles read the accepted events for which ``sampled`` is
-    true (all when it is None; see ``latency_sample``); the counts and the newest event time read
-    every row. Observed metrics are computed by Spark while it runs the batch (no extra job) and
-    arrive in the progress report under ``observedMetrics``.
+    event from a refused row (None: every row is an event, and refused rows are not counted). The
+    percentiles read the accepted events for which ``sampled`` is true (all when it is None; see
+    ``latency_sample``); the counts and the newest event time read every row. Observed metrics are
+    computed by Spark while it runs the batch (no extra job) and arrive in the progress report
+    under ``observedMetrics``.
 
     What the percentile sketches read is computed first as columns (``_obs_*``, for the caller to
     drop): Spark feeds a sketch by evaluating its input expression row by row, interpreted, while
@@ -72,16 +73,38 @@ def observe_latency(df: DataFrame, name: str, valid: Column, event_time: Column,
 
     >>> observe_latency(checked, OBSERVATION, F.col("_valid"), F.col("t"), F.col("ingest_time"))  # doctest: +SKIP
     """
-    sampled = valid if sampled is None else valid & sampled
+    accepted = F.lit(True) if valid is None else valid
+    sampled = accepted if sampled is None else accepted & sampled
     inputs = df.select("*", F.when(sampled, F.unix_millis(event_time)).alias("_obs_event_ms"),
                        F.when(sampled, F.unix_millis(ingest_time)).alias("_obs_ingest_ms"))
     probs = F.array(*(F.lit(q) for q in QUANTILES.values()))
+    # count(CASE ...) rather than count_if, which Spark rewrites through a projection of its own
+    counts = [F.count(F.when(accepted, 1)).alias("events")]
+    if valid is not None:
+        counts.append(F.count(F.when(~valid, 1)).alias("dead_letters"))
     return inputs.observe(
-        name,
-        # count(CASE ...) rather than count_if, which Spark rewrites through a projection of its own
-        F.count(F.when(valid, 1)).alias("events"),
-        F.count(F.when(~valid, 1)).alias("dead_letters"),
+        name, *counts,
         F.percentile_approx("_obs_event_ms", probs, 1000).alias("event_ms"),
         F.percentile_approx("_obs_ingest_ms", probs, 1000).alias("ingest_ms"),
-        F.max(F.when(valid, F.unix_millis(event_time))).alias("max_event_ms"),
+        F.max(F.when(accepted, F.unix_millis(event_time))).alias("max_event_ms"),
     )
+
+
+def observed_decode(df: DataFrame, observe: str | None, event_time: Column, valid: Column | None = None,
+                    latency_sample: float = 1.0, keys: list[Column] | None = None) -> DataFrame:
+    """``df`` with decode's per-batch observation ``observe`` attached (None: ``df`` as it is), for a
+    job's own decoder: the runner passes ``observe`` and ``latency_sample`` to a decoder that takes them.
+
+    Give it the frame both the events and the dead letters are selected from, ``valid`` telling them
+    apart, so that every query of the job counts both, as speedlayer's decoders do; ``event_time``
+    is the event's time (a timestamp column) and ``ingest_time`` a column of ``df``. ``keys`` are
+    hashed to draw the latency sample (default: event and ingest time).
+
+    >>> checked = observed_decode(checked, observe, F.col("_time"), valid=F.col("_reason").isNull(),
+    ...                           latency_sample=latency_sample)  # doctest: +SKIP
+    """
+    if not observe:
+        return df
+    sample = sampled_by(keys or [event_time, F.col("ingest_time")], latency_sample)
+    observed = observe_latency(df, observe, valid, event_time, F.col("ingest_time"), sample)
+    return observed.drop("_obs_event_ms", "_obs_ingest_ms")

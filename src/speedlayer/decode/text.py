@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.core.schemas import TEXT_LINE, EventSchema
+from speedlayer.decode.observation import observed_decode
 from speedlayer.decode.validate import Decoded, time_reason
 
 #: the longest line accepted, in bytes of UTF-8
@@ -29,8 +30,11 @@ LEADING_TIME = r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]
 BINARY = "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f\\ufffd]"
 
 
-def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE) -> Decoded:
+def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE, observe: str | None = None,
+                 latency_sample: float = 1.0) -> Decoded:
     """Split RAW rows of text lines into ``events`` (line, event_time, ingest_time) and dead letters.
+
+    ``observe`` and ``latency_sample`` attach the per-batch observation as ``decode`` does.
 
     >>> decode_lines(raw_df).events.columns                  # doctest: +SKIP
     ['line', 'event_time', 'ingest_time']
@@ -56,7 +60,9 @@ def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE) -> Decoded:
         .otherwise(F.when(ingest.isNull(), F.lit("no leading timestamp and no ingest time: the line has no time"))
                    .otherwise(time_reason(ingest, ingest, schema, "ingest time (the line has no leading timestamp)"))),
     )
-    checked = parsed.select("*", reason.alias("_reason"))
+    checked = observed_decode(parsed.select("*", reason.alias("_reason")), observe,
+                              F.coalesce(F.col("_time"), F.col("ingest_time")), valid=F.col("_reason").isNull(),
+                              latency_sample=latency_sample, keys=[F.col("offset"), F.col("ingest_time")])
     text = F.when(F.col("_stamp").isNotNull(), F.regexp_replace(value, LEADING_TIME, "")).otherwise(value)
     events = checked.where(F.col("_reason").isNull()).select(
         text.alias("line"), F.coalesce(F.col("_time"), F.col("ingest_time")).alias("event_time"), "ingest_time")

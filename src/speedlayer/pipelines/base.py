@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -9,10 +10,12 @@ from typing import Any
 
 from pydantic import BaseModel
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, UPDATE
 from speedlayer.core.schemas import EventSchema
+from speedlayer.decode.observation import observed_decode
 from speedlayer.decode.validate import Decoded, decode
 
 
@@ -103,7 +106,8 @@ class Job:
     defaults: Mapping[str, str] = field(default_factory=dict)
     #: a pydantic model of the job's options (``--option KEY=VALUE``); None: it takes none
     options: type[BaseModel] | None = None
-    #: RAW rows -> typed events and dead letters; None: JSON validated against ``schema``
+    #: RAW rows -> typed events and dead letters; None: JSON validated against ``schema``. One that also
+    #: takes ``observe`` and ``latency_sample`` attaches the per-batch observation (``observed_decode``)
     decoder: Callable[[DataFrame, EventSchema], Decoded] | None = None
     #: checks before start that need no Spark (a model on disk, ...); raises ConfigError
     check: Callable[[Params], None] | None = None
@@ -148,12 +152,20 @@ class Job:
         """Typed events and dead letters of RAW rows, the way this job reads its payloads.
 
         ``observe`` names decode's per-batch observation (latency, dead letters) for the metrics,
-        whose latency percentiles read ``latency_sample`` of the events; a job with its own
-        decoder has none.
+        whose latency percentiles read ``latency_sample`` of the events. A job's own decoder that
+        takes ``observe`` attaches it itself (``observed_decode``); of one that does not, the
+        events it returns are observed (latency and events; its dead letters are not counted).
         """
         if self.decoder is None:
             return decode(raw, self.schema, observe=observe, latency_sample=latency_sample)
-        return self.decoder(raw, self.schema)
+        if "observe" in inspect.signature(self.decoder).parameters:
+            return self.decoder(raw, self.schema, observe=observe, latency_sample=latency_sample)
+        decoded = self.decoder(raw, self.schema)
+        time_type = dict(decoded.events.dtypes).get(self.schema.time_field)
+        if not observe or time_type != "timestamp" or "ingest_time" not in decoded.events.columns:
+            return decoded
+        events = observed_decode(decoded.events, observe, F.col(self.schema.time_field), latency_sample=latency_sample)
+        return replace(decoded, events=events)
 
 
 class LazyOutputs(Mapping[str, DataFrame]):

@@ -162,7 +162,8 @@ def batch_metrics(progress: dict[str, Any], previous: BatchMetrics | None = None
     newest = max_event_ms
     if observed:
         m.events = int(observed.get("events") or 0)
-        m.dead_letters = int(observed.get("dead_letters") or 0)
+        refused = observed.get("dead_letters")  # absent: a job's own decoder that does not count them
+        m.dead_letters = int(refused) if refused is not None else None
         if observed.get("max_event_ms") is not None:
             newest = max(newest or 0, int(observed["max_event_ms"]))
         for since in ("event", "ingest"):
