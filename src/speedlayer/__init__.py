@@ -44,6 +44,7 @@ _EXPORTS = {
     "DEAD_LETTERS": "speedlayer.pipelines.base",
     "LATE": "speedlayer.pipelines.base",
     "LazyOutputs": "speedlayer.pipelines.base",
+    "Trainer": "speedlayer.pipelines.base",  # a model the job fits before it runs: speedlayer train JOB
     "APPEND": "speedlayer.core.modes",
     "UPDATE": "speedlayer.core.modes",
     "COMPLETE": "speedlayer.core.modes",

@@ -6,7 +6,6 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.producers.produce import ProduceSettings, plan_produce
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.settings import RunSettings
-from tests.cli.test_errors import run
 
 
 def test_each_job_has_its_default_source_and_window_settings():
@@ -46,10 +45,3 @@ def test_the_producer_publishes_every_kind():
     for kind in ("actions", "transactions"):
         plan = plan_produce(ProduceSettings(to="files:///tmp/landing", generator=f"generator://?kind={kind}", start="0"))
         assert f"kind={kind}" in plan.generator_uri()
-
-
-def test_train_knows_only_the_fraud_model(capsys):
-    code, out, err = run(capsys, "train", "wordcount")
-    assert code == 2 and "only 'fraud' has one" in err
-    code, out, err = run(capsys, "train", "fraud", "--generator", "generator://?kind=actions")
-    assert code == 2 and "add kind=transactions" in err

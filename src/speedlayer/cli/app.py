@@ -23,7 +23,7 @@ from speedlayer.cli.jobs import jobs_command
 from speedlayer.cli.produce import produce_command
 from speedlayer.cli.run import RunCommand, run_command
 from speedlayer.cli.status import status_command
-from speedlayer.cli.train import train_command
+from speedlayer.cli.train import TrainCommand, train_command
 from speedlayer.cli.warm_up import warm_up_command
 from speedlayer.core.errors import SpeedlayerError
 
@@ -38,11 +38,13 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.command("jobs")(jobs_command)
-# a job's own options come as flags run does not declare (speedlayer.cli.job_flags reads them)
-app.command("run", cls=RunCommand, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run_command)
+# a job's options and a trainer's settings are flags the command does not declare (speedlayer.cli.job_flags)
+JOB_FLAGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+app.command("run", cls=RunCommand, context_settings=JOB_FLAGS)(run_command)
+app.command("train", cls=TrainCommand, context_settings=JOB_FLAGS)(train_command)
 for name, command in (("sources", sources_command), ("sinks", sinks_command), ("produce", produce_command),
                       ("bench", bench_command), ("advise", advise_command),
-                      ("status", status_command), ("train", train_command), ("warm-up", warm_up_command)):
+                      ("status", status_command), ("warm-up", warm_up_command)):
     app.command(name)(command)
 
 

@@ -75,4 +75,8 @@ def describe(job: Job, origin: str) -> list[str]:
         lines.append("  options: none")
     if job.defaults:
         lines.append("  run settings it defaults: " + ", ".join(f"{k}={v}" for k, v in job.defaults.items()))
+    if job.trainer is not None:
+        lines.append(f"  model: {job.trainer.summary or 'fitted before it runs'} (speedlayer train {job.name}; "
+                     "settings as flags or --option KEY=VALUE):")
+        lines += option_lines(job.trainer.options)
     return lines

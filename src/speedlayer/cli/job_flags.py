@@ -28,15 +28,21 @@ def _is_bool(annotation) -> bool:
                                   and type(None) in typing.get_args(annotation) and len(typing.get_args(annotation)) == 2)
 
 
-def job_flags(job: Job) -> dict[str, tuple[str, str, bool, str]]:
-    """Flag -> (kind, name, takes no value, help) for the job's options ("option") and inputs ("input")."""
+def option_flags(model) -> dict[str, tuple[str, str, bool, str]]:
+    """Flag -> ("option", name, takes no value, help) for each field of a pydantic options model (None: none)."""
     flags: dict[str, tuple[str, str, bool, str]] = {}
-    for name, field in (job.options.model_fields.items() if job.options else ()):
+    for name, field in (model.model_fields.items() if model else ()):
         boolean = _is_bool(field.annotation)
         default = "" if field.default is None else f" (default {str(field.default).lower() if boolean else field.default})"
         flags[_flag(name)] = ("option", name, boolean, f"{field.description or ''}{default}")
         if boolean:
             flags["--no-" + name.replace("_", "-")] = ("option", name, True, "")
+    return flags
+
+
+def job_flags(job: Job) -> dict[str, tuple[str, str, bool, str]]:
+    """Flag -> (kind, name, takes no value, help) for the job's options ("option") and inputs ("input")."""
+    flags = option_flags(job.options)
     for name, schema in job.inputs.items():
         flags[_flag(name)] = ("input", name, False, f"source URI of the {schema.name}s (its own stream)")
     return flags
@@ -45,17 +51,30 @@ def job_flags(job: Job) -> dict[str, tuple[str, str, bool, str]]:
 def parse_job_flags(args: list[str], job: Job, run_flags: Sequence[str] = ()) -> tuple[dict[str, str], dict[str, str]]:
     """The job's options and inputs given as flags among ``args`` (what ``speedlayer run`` did not know);
     ``run_flags``, run's own, are suggested for a misspelt flag too."""
-    flags, options, inputs = job_flags(job), {}, {}
+    given = parse_flags(args, job_flags(job), f"job {job.name!r}", f"speedlayer run {job.name}", run_flags)
+    return given["option"], given["input"]
+
+
+def parse_flags(args: list[str], flags: dict[str, tuple[str, str, bool, str]], owner: str, command: str,
+                other_flags: Sequence[str] = ()) -> dict[str, dict[str, str]]:
+    """Kind ("option", "input") -> name -> value of the ``flags`` given among ``args``; an unknown flag is
+    a ConfigError naming ``owner``'s flags (and the closest of them or of ``other_flags``).
+
+    >>> from speedlayer.pipelines.fraud.training import FraudTraining
+    >>> parse_flags(["--events=5000"], option_flags(FraudTraining), "the training of job 'fraud'", "speedlayer train fraud")
+    {'option': {'events': '5000'}, 'input': {}}
+    """
+    given: dict[str, dict[str, str]] = {"option": {}, "input": {}}
     rest = list(args)
     while rest:
         arg = rest.pop(0)
         flag, _, value = arg.partition("=")
         if flag not in flags:
             known = ", ".join(f for f, spec in flags.items() if spec[3]) or "none"
-            close = difflib.get_close_matches(flag, [*flags, *run_flags], n=1, cutoff=0.75)
+            close = difflib.get_close_matches(flag, [*flags, *other_flags], n=1, cutoff=0.75)
             meant = f"did you mean {close[0]}? " if close else ""
-            raise ConfigError(f"no such option {flag} for job {job.name!r}: {meant}its own options are {known} "
-                              f"(see 'speedlayer run {job.name} --help')")
+            raise ConfigError(f"no such option {flag} for {owner}: {meant}its own options are {known} "
+                              f"(see '{command} --help')")
         kind, name, no_value, _ = flags[flag]
         if no_value:
             if value:
@@ -65,5 +84,5 @@ def parse_job_flags(args: list[str], job: Job, run_flags: Sequence[str] = ()) ->
             if not rest or rest[0].startswith("--"):
                 raise ConfigError(f"{flag} needs a value: e.g. {flag} VALUE")
             value = rest.pop(0)
-        (options if kind == "option" else inputs)[name] = value
-    return options, inputs
+        given[kind][name] = value
+    return given

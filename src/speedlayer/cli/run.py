@@ -10,9 +10,9 @@ from __future__ import annotations
 import sys
 
 import typer
-from typer.core import TyperCommand
 
 from speedlayer.cli.console import err, out
+from speedlayer.cli.job_help import JobHelpCommand
 from speedlayer.core.errors import ConfigError, SpeedlayerError
 from speedlayer.runtime.settings import build_settings, load_yaml, output_modes, pairs
 
@@ -134,27 +134,18 @@ def _resolve(job: str | None, job_file: str | None):
     return load_job_file(str(job_file)) if job_file else get_job(str(job))
 
 
-class RunCommand(TyperCommand):
+class RunCommand(JobHelpCommand):
     """``speedlayer run``, whose ``--help`` also lists the named job's own flags (``run fleet --help``)."""
 
-    def parse_args(self, ctx, args):
-        ctx.meta["speedlayer.args"] = list(args)
-        return super().parse_args(ctx, args)
+    unnamed = "each job's own options are flags too: 'speedlayer run JOB --help' lists them"
 
-    def format_options(self, ctx, formatter) -> None:
-        super().format_options(ctx, formatter)
-        args = ctx.meta.get("speedlayer.args") or []
-        job = _named_job(args[0]) if args and not args[0].startswith("-") else None
-        if job is None:
-            with formatter.section("Job options"):
-                formatter.write_text("each job's own options are flags too: 'speedlayer run JOB --help' lists them")
-            return
+    def named_job(self, name: str):
+        return _named_job(name)
+
+    def job_flags(self, job) -> tuple[str, dict, str]:
         from speedlayer.cli.job_flags import job_flags
 
-        rows = [(flag if no_value else f"{flag} VALUE", text) for flag, (_, _, no_value, text) in job_flags(job).items()
-                if text]
-        with formatter.section(f"Options of job {job.name}"):
-            formatter.write_dl(rows or [("(none)", "this job takes no options of its own")])
+        return f"Options of job {job.name}", job_flags(job), "this job takes no options of its own"
 
 
 def _named_job(name: str):

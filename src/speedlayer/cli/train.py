@@ -1,48 +1,79 @@
-"""``speedlayer train``: fit a job's model in batch on generated history (fraud)."""
+"""``speedlayer train JOB``: fit the model a job declares (``Job.trainer``) in batch, and save it.
+
+The trainer's settings are flags of their own, as a job's options are flags of ``speedlayer run``
+(``speedlayer train fraud --model models/fraud --events 50000``); ``--option KEY=VALUE`` says the same.
+"""
 
 from __future__ import annotations
 
 import typer
 
 from speedlayer.cli.console import err, out
-from speedlayer.core.errors import ConfigError
+from speedlayer.cli.job_help import JobHelpCommand
+from speedlayer.core.errors import ConfigError, SpeedlayerError
+from speedlayer.runtime.settings import pairs
 
 
 def train_command(
-    job: str = typer.Argument(..., help="the job whose model to fit: fraud"),
-    model: str = typer.Option("models/fraud", "--model", help="directory to save the model in (replaced)"),
-    generator: str = typer.Option("generator://?kind=transactions", "--generator",
-                                  help="labelled history: a generator://?kind=transactions URI (seed, cards, fraud)"),
-    events: int = typer.Option(100_000, "--events", min=1000, help="transactions of history to fit on"),
-    holdout: int = typer.Option(20_000, "--holdout", min=100, help="later transactions held out to measure precision/recall"),
-    threshold: float = typer.Option(0.5, "--threshold", min=0.0, max=1.0, help="alert threshold the held-out figures are for"),
+    ctx: typer.Context,
+    job: str = typer.Argument(..., help="the job whose model to fit: a name (fraud) or MODULE:ATTRIBUTE"),
+    option: list[str] | None = typer.Option(None, "--option", help="KEY=VALUE training setting (repeatable)"),
     master: str = typer.Option("local[*]", "--master", help="Spark master that trains"),
 ) -> None:
-    """Fit a job's model in batch on generated history and save it (fraud: Spark ML pipeline + card profiles)."""
-    if job != "fraud":
-        raise ConfigError(f"no model to train for job {job!r}: only 'fraud' has one")
+    """Fit a job's model in batch and save it (fraud: a Spark ML pipeline and card profiles, on generated history)."""
+    from speedlayer.cli.job_flags import option_flags, parse_flags
+    from speedlayer.core.uris import parse_options
+
+    trainer = _trainer(job)
+    given = parse_flags(ctx.args, option_flags(trainer.options), f"the training of job {job!r}", f"speedlayer train {job}",
+                        [o for p in ctx.command.params for o in p.opts])["option"]
+    options = parse_options(trainer.options, {**given, **pairs(option, "--option", "KEY=VALUE")}, f"speedlayer train {job}")
+
     import tempfile
     from pathlib import Path
 
-    from speedlayer.core.uris import parse_uri
-    from speedlayer.pipelines.fraud.model import train
     from speedlayer.runtime.session import build_session, check_java
-    from speedlayer.sources.generator import GeneratorSource
 
-    if GeneratorSource(parse_uri(generator, "--generator URI")).options.kind != "transactions":
-        raise ConfigError("--generator must generate transactions: add kind=transactions")
     check_java()
     log_file = Path(tempfile.gettempdir()) / "speedlayer-train-spark.log"
     err.print(f"starting Spark ({master}); Spark's log: {log_file}", soft_wrap=True, markup=False)
     spark = build_session(master, {"spark.ui.enabled": "false"}, app_name="speedlayer-train", log_file=log_file)
     try:
-        meta = train(spark, model, generator, events, holdout, threshold)
+        lines = trainer.fit(spark, options)
     finally:
         spark.stop()
-    h = meta["holdout"]
-    out.print(f"trained on {meta['history']['transactions']:,} transactions ({meta['history']['frauds']:,} fraud, "
-              f"{meta['history']['cards']:,} card profiles) in {meta['seconds']}s; saved to {Path(model).resolve()}",
-              soft_wrap=True, markup=False)
-    out.print(f"held out {h['transactions']:,} later transactions ({h['frauds']:,} fraud): at threshold {h['threshold']:g} "
-              f"precision {h['precision']:.3f}, recall {h['recall']:.3f}, ROC AUC {h['roc_auc']:.3f}",
-              soft_wrap=True, markup=False)
+    for line in lines:
+        out.print(line, soft_wrap=True, markup=False)
+
+
+def _trainer(name: str):
+    """The trainer job ``name`` declares; a job without one is refused, naming the jobs that have one."""
+    from speedlayer.pipelines import get_job, jobs
+
+    trainer = get_job(name).trainer
+    if trainer is None:
+        having = [n for n, j in jobs().items() if j.trainer is not None]
+        raise ConfigError(f"job {name!r} has no model to train: train one of {', '.join(having) or 'none'} "
+                          "(a job declares its model with Job(trainer=Trainer(...)))")
+    return trainer
+
+
+class TrainCommand(JobHelpCommand):
+    """``speedlayer train``, whose ``--help`` also lists the named job's training settings (``train fraud --help``)."""
+
+    unnamed = "each job's training settings are flags: 'speedlayer train JOB --help' lists them"
+
+    def named_job(self, name: str):
+        from speedlayer.pipelines import get_job
+
+        try:
+            return get_job(name)
+        except SpeedlayerError:
+            return None
+
+    def job_flags(self, job) -> tuple[str, dict, str]:
+        from speedlayer.cli.job_flags import option_flags
+
+        if job.trainer is None:
+            return f"Training of job {job.name}", {}, "this job has no model to train"
+        return f"Training of job {job.name}", option_flags(job.trainer.options), "it takes no settings"

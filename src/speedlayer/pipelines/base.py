@@ -88,6 +88,23 @@ class Output:
 
 
 @dataclass(frozen=True)
+class Trainer:
+    """A model a job fits in batch before it runs: ``speedlayer train JOB`` (``Job.trainer``).
+
+    ``options`` is a pydantic model of the training's settings, each a flag of ``speedlayer train
+    JOB`` (``--model DIR``) and an ``--option KEY=VALUE``; ``fit(spark, options)`` trains, saves,
+    and returns the lines to print (what it was fitted on, how well it does).
+
+    >>> Trainer(FraudTraining, fit_fraud, "a logistic regression on generated history").summary  # doctest: +SKIP
+    'a logistic regression on generated history'
+    """
+
+    options: type[BaseModel]
+    fit: Callable[[Any, Any], list[str]]
+    summary: str = ""
+
+
+@dataclass(frozen=True)
 class Job:
     """A job: ``pipeline(events, params, **inputs)`` returns a DataFrame for each output except dead letters."""
 
@@ -120,6 +137,8 @@ class Job:
     #: a digest of what the job computes, when a file defines it (a job file): the run manifest
     #: records it, and a resume after it changed is refused like a changed setting
     definition: str | None = None
+    #: the model it fits in batch before it runs (``speedlayer train JOB``); None: it has none
+    trainer: Trainer | None = None
 
     def __post_init__(self) -> None:
         """Checks the dedup key, and keys the ``late`` output (the name is reserved for ``LATE``) by it."""

@@ -27,6 +27,7 @@ from speedlayer.core.schemas import CARD_TRANSACTION
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.fraud.model import check_model, load_model, score
+from speedlayer.pipelines.fraud.training import FRAUD_TRAINER
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
 from speedlayer.pipelines.tables import reference_table
@@ -112,4 +113,5 @@ FRAUD = Job(
     defaults={"watermark": "30s"},
     options=FraudOptions,
     check=check,
+    trainer=FRAUD_TRAINER,
 )
