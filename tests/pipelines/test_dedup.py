@@ -70,3 +70,22 @@ def test_an_unknown_mode_is_refused_when_the_query_is_built(spark):
                                                                 "timestamp", "'0' as offset")
     with pytest.raises(ConfigError, match="exact .* or fast"):
         drop_duplicates(events.withWatermark("timestamp", "5 seconds"), Params(dedup="exakt"))
+
+
+# readings without an id: (device, time) identifies one; D1 at 0 re-sent thrice, D2 at 0 another event
+READINGS = [("D1", 0, 1.0, "/in/f2.jsonl:10"), ("D2", 0, 2.0, "/in/f2.jsonl:11"), ("D1", 0, 3.0, "/in/f2.jsonl:9"),
+            ("D1", 5, 4.0, "/in/f1.jsonl:3"), ("D1", 0, 5.0, "/in/f10.jsonl:1"), ("D2", 5, 6.0, "/in/f9.jsonl:7")]
+
+
+def test_a_composite_keys_lowest_offset_copy_comes_first_in_any_order():
+    reorder = lowest_offset_first(("device_id", "t"))
+    for order in itertools.permutations(READINGS):
+        batches = [pa.RecordBatch.from_pylist([dict(zip(("device_id", "t", "value", "offset"), r)) for r in part])
+                   for part in (order[:2], order[2:])]
+        out = [(r["device_id"], r["t"], r["value"]) for b in reorder(iter(batches)) for r in b.to_pylist()]
+        first = {}
+        for device, t, value in out:
+            first.setdefault((device, t), value)
+        assert first == {("D1", 0): 3.0, ("D2", 0): 2.0, ("D1", 5): 4.0, ("D2", 5): 6.0}
+        assert sorted(out) == sorted(r[:3] for r in READINGS)
+

@@ -91,3 +91,22 @@ def test_a_field_named_like_a_late_column_is_refused_with_the_fix():
         late_schema(clashing)
     event_ms_as_time = EventSchema("tick", (Field("tick_id", "string"), Field("event_ms", "timestamp")), "event_ms")
     assert late_schema(event_ms_as_time).fieldNames()[:2] == ["tick_id", "event_ms"]
+
+
+def test_a_composite_key_with_the_event_time_tells_apart_events_of_one_instant():
+    reading = EventSchema("reading", (Field("device_id", "string"), Field("at", "timestamp"), Field("value", "double")),
+                          time_field="at")
+    t = TwsTester(LateProcessor(reading, ("device_id", "at"), window_ms=10_000), timeMode="EventTime",
+                  eventTimeExtractor=lambda r: 10**15)
+
+    def readings(*rows):
+        return pd.DataFrame([{"_all": 0, "device_id": d, "event_ms": ms, "value": v, "offset": o} for d, ms, v, o in rows])
+
+    t.testInPandas(0, readings(("D1", 30_000, 1.0, "f1:1")))
+    t.setWatermark(25_000)
+    out = t.testInPandas(0, readings(("D1", 20_000, 2.0, "f2:2"), ("D2", 20_000, 3.0, "f2:3"), ("D1", 20_000, 4.0, "f2:1"),
+                                     ("D1", 21_000, 5.0, "f2:4")))
+    assert list(out.columns) == late_schema(reading).fieldNames()
+    assert sorted((r.device_id, r.at, r.value, r.copies) for r in out.itertuples()) == [
+        ("D1", pd.Timestamp(20_000, unit="ms"), 4.0, 2), ("D1", pd.Timestamp(21_000, unit="ms"), 5.0, 1),
+        ("D2", pd.Timestamp(20_000, unit="ms"), 3.0, 1)]

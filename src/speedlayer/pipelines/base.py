@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.core.keys import EXAMPLE, key_fields, key_problems, python_key
 from speedlayer.core.modes import APPEND, UPDATE
 from speedlayer.core.schemas import EventSchema
 from speedlayer.decode.observation import observed_decode
@@ -114,9 +115,10 @@ class Job:
     pipeline: Callable[[DataFrame, Params], Mapping[str, DataFrame]]
     outputs: Mapping[str, Output]
     default_outputs: tuple[str, ...] = field(default=())
-    #: the field re-sent copies of an event share: the pipeline drops copies by it, and the ``late``
-    #: output (``LATE``) keys its rows on it; None: the job drops no copies and offers no ``late``
-    dedup_key: str | None = None
+    #: the field re-sent copies of an event share, or a tuple of the fields they share together (a
+    #: device and its reading time): the pipeline drops copies by it, and the ``late`` output (``LATE``)
+    #: keys its rows on it; None: the job drops no copies and offers no ``late``
+    dedup_key: str | tuple[str, ...] | None = None
     #: the source a run reads when it names none (``--source`` and the config file win); "": none, a run must give one
     default_source: str = ""
     #: run settings this job defaults differently, e.g. ``{"sliding_window": "30s"}`` (flags win)
@@ -142,18 +144,28 @@ class Job:
 
     def __post_init__(self) -> None:
         """Checks the dedup key, and keys the ``late`` output (the name is reserved for ``LATE``) by it."""
-        fields = [f.name for f in self.schema.fields]
-        if self.dedup_key is not None and self.dedup_key not in fields:
-            raise ConfigError(f"job {self.name!r}: dedup_key {self.dedup_key!r} is not a field of its events "
-                              f"({', '.join(fields)}): name the field re-sent copies of an event share")
         late = self.outputs.get(LATE.name)
+        if isinstance(self.dedup_key, list):
+            object.__setattr__(self, "dedup_key", tuple(self.dedup_key))
+        if self.dedup_key is not None:
+            check_dedup_key(self, late=late is not None)
         if late is None:
             return
         if self.dedup_key is None:
             raise ConfigError(f"job {self.name!r} lists the late output but declares no dedup_key: give "
-                              "Job(dedup_key=FIELD), the field re-sent copies of an event share, or drop the output")
-        keyed = replace(late, key=(self.dedup_key, "missed_watermark"))
+                              "Job(dedup_key=FIELD), the field re-sent copies of an event share (or a tuple of the "
+                              "fields they share together), or drop the output")
+        keyed = replace(late, key=(*self.dedup_fields, "missed_watermark"))
         object.__setattr__(self, "outputs", {name: keyed if name == LATE.name else o for name, o in self.outputs.items()})
+
+    @property
+    def dedup_fields(self) -> tuple[str, ...]:
+        """The fields of ``dedup_key``, in order (none without one).
+
+        >>> replace(FLEET, dedup_key=("vehicle_id", "event_time")).dedup_fields  # doctest: +SKIP
+        ('vehicle_id', 'event_time')
+        """
+        return () if self.dedup_key is None else key_fields(self.dedup_key)
 
     def with_max_ahead(self, max_ahead_ms: int, override: bool = True) -> Job:
         """This job with its streams' schemas allowing event times ``max_ahead_ms`` ahead of ingest time:
@@ -185,6 +197,18 @@ class Job:
             return decoded
         events = observed_decode(decoded.events, observe, F.col(self.schema.time_field), latency_sample=latency_sample)
         return replace(decoded, events=events)
+
+
+def check_dedup_key(job: Job, late: bool) -> None:
+    """A ConfigError naming the first thing wrong with ``job``'s dedup key (``speedlayer.core.keys``);
+    ``late``: the job offers the late output."""
+    if not isinstance(job.dedup_key, (str, tuple)):  # a set would key state in an order of its own each run
+        raise ConfigError(f"job {job.name!r}: dedup_key must be a field name or a tuple of field names, not "
+                          f"{type(job.dedup_key).__name__}: e.g. {python_key(EXAMPLE)}")
+    fields = {f.name: f.required for f in job.schema.fields}
+    problems = key_problems(job.dedup_fields, fields, job.schema.time_field, late=late)
+    if problems:
+        raise ConfigError(f"job {job.name!r}: dedup_key {problems[0]}")
 
 
 class LazyOutputs(Mapping[str, DataFrame]):
@@ -226,7 +250,7 @@ DEAD_LETTERS = Output(
 
 #: The ``late`` output: events that arrived behind the watermark, which the job's stateful operators
 #: drop, kept with the window they belonged to, the watermark they missed and their copies. A job
-#: offers it by declaring ``dedup_key`` (its rows are keyed by it and ``missed_watermark``), listing
+#: offers it by declaring ``dedup_key`` (its rows are keyed by its fields and ``missed_watermark``), listing
 #: ``"late": LATE`` (or a copy with its own summary, ``dataclasses.replace(LATE, summary=...)``)
 #: and returning ``late_events(...)`` (``speedlayer.pipelines.late``) from its pipeline.
 LATE = Output(

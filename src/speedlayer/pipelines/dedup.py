@@ -1,4 +1,4 @@
-"""Re-sent events dropped by key, one way for every job; which copy counts (``--dedup``).
+"""Re-sent events dropped by key (a field, or several together), one way for every job; which copy counts (``--dedup``).
 
 - On a static DataFrame (batch, tests, backfills) the copy with the lowest offset
   (``speedlayer.core.offsets``) of each key is kept.
@@ -18,7 +18,7 @@ the stream keeps the earlier batch's copy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.core.keys import key_fields
 from speedlayer.core.offsets import offset_order_column, offset_rank
 from speedlayer.pipelines.base import Params
 
@@ -62,26 +63,32 @@ def offset_order_permutation(keys: list, offsets: list) -> list[int]:
     return order
 
 
-def lowest_offset_first(key: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """A ``mapInArrow`` function that puts each ``key``'s copies in a partition in offset order.
+def lowest_offset_first(key: str | Sequence[str]) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A ``mapInArrow`` function that puts the copies of each ``key`` (a field, or several together) in
+    a partition in offset order.
 
     Every row comes out (without ``offset``); only rows of keys that occur more than once are
-    moved, and only they become Python objects. It holds the whole partition before it writes.
+    moved, and only their offsets become Python objects. It holds the whole partition before it writes.
 
     >>> events.repartition("event_id").mapInArrow(lowest_offset_first("event_id"), schema)  # doctest: +SKIP
     """
+    fields = list(key_fields(key))
+
     def reorder(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
         table = pa.Table.from_batches(batches)
-        keys = table.column(key)
-        counts = pc.value_counts(keys)
-        repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+        rows = pa.array(range(table.num_rows), pa.int64())
+        copies = (table.select(fields).append_column("__row", rows).group_by(fields, use_threads=False)
+                  .aggregate([("__row", "list")]).column("__row_list").combine_chunks())  # each key's row numbers
+        repeated = copies.filter(pc.greater(pc.list_value_length(copies), 1))
         if len(repeated):
-            at = pc.indices_nonzero(pc.is_in(keys, value_set=repeated))
-            moved = offset_order_permutation(keys.take(at).to_pylist(), table.column("offset").take(at).to_pylist())
-            order = pa.array(range(table.num_rows), pa.int64()).to_numpy().copy()
+            at, key_of = pc.list_flatten(repeated), pc.list_parent_indices(repeated)
+            ascending = pc.sort_indices(at)  # each key's rows keep their places, in the table's order
+            at, key_of = at.take(ascending), key_of.take(ascending)
+            moved = offset_order_permutation(key_of.to_pylist(), table.column("offset").take(at).to_pylist())
+            order = rows.to_numpy().copy()
             places = at.to_numpy()
             order[places] = places[moved]
             table = table.take(pa.array(order))
@@ -90,13 +97,13 @@ def lowest_offset_first(key: str) -> Callable[[Iterator[pa.RecordBatch]], Iterat
     return reorder
 
 
-def _lowest_offset_static(events: DataFrame, key: str) -> DataFrame:
-    order = Window.partitionBy(key).orderBy(offset_order_column(F.col("offset")).asc_nulls_last(),
-                                            F.col("offset").asc_nulls_last())
+def _lowest_offset_static(events: DataFrame, fields: tuple[str, ...]) -> DataFrame:
+    order = Window.partitionBy(*fields).orderBy(offset_order_column(F.col("offset")).asc_nulls_last(),
+                                                F.col("offset").asc_nulls_last())
     return events.withColumn("_copy", F.row_number().over(order)).where(F.col("_copy") == 1).drop("_copy", "offset")
 
 
-def _exact_stream(events: DataFrame, params: Params, key: str) -> DataFrame:
+def _exact_stream(events: DataFrame, params: Params, fields: tuple[str, ...]) -> DataFrame:
     """Each key's copies in offset order within its partition, then Spark's dedup, which keeps the
     first copy it meets that is not late.
 
@@ -108,11 +115,12 @@ def _exact_stream(events: DataFrame, params: Params, key: str) -> DataFrame:
     """
     # the fields keep their metadata, so the event-time column stays the watermark's
     schema = T.StructType([f for f in events.schema.fields if f.name != "offset"])
-    return events.repartition(key).mapInArrow(lowest_offset_first(key), schema).dropDuplicatesWithinWatermark([key])
+    return events.repartition(*fields).mapInArrow(lowest_offset_first(fields), schema).dropDuplicatesWithinWatermark(list(fields))
 
 
-def drop_duplicates(events: DataFrame, params: Params, key: str = "event_id") -> DataFrame:
-    """Drop re-sent copies by ``key``: within the watermark on a stream, all of them in batch.
+def drop_duplicates(events: DataFrame, params: Params, key: str | Sequence[str] = "event_id") -> DataFrame:
+    """Drop re-sent copies by ``key``, a field or several together (a composite key): within the
+    watermark on a stream, all of them in batch.
 
     Which copy counts: see the module's docstring. A DataFrame without an ``offset`` column (one
     made by hand) keeps any copy. The ``offset`` column is dropped; in continuous mode (no state)
@@ -120,12 +128,14 @@ def drop_duplicates(events: DataFrame, params: Params, key: str = "event_id") ->
 
     >>> drop_duplicates(events.withWatermark("event_time", "5 seconds"), Params(dedup="exact")).columns  # doctest: +SKIP
     ['event_id', 'vehicle_id', 'event_time', 'speed_kmh', 'lat', 'lon', 'ingest_time']
+    >>> drop_duplicates(readings, params, ("device_id", "reading_time"))  # doctest: +SKIP
     """
+    fields = key_fields(key)
     has_offset = "offset" in events.columns
     if params.continuous:
         return events.drop("offset")
     if not events.isStreaming:
-        return _lowest_offset_static(events, key) if has_offset else events.dropDuplicates([key])
+        return _lowest_offset_static(events, fields) if has_offset else events.dropDuplicates(list(fields))
     if check_dedup(params.dedup) == "exact" and has_offset:
-        return _exact_stream(events, params, key)
-    return events.drop("offset").dropDuplicatesWithinWatermark([key])
+        return _exact_stream(events, params, fields)
+    return events.drop("offset").dropDuplicatesWithinWatermark(list(fields))

@@ -1,8 +1,9 @@
 """The ``late`` output of any job: events behind the watermark, kept (see ``speedlayer.state.late``).
 
-A job offers it by declaring its dedup key (``Job.dedup_key``), listing ``LATE`` among its outputs
-(``speedlayer.pipelines.base``) and returning ``late_events(watermarked, JOB, params)`` from its
-pipeline, where ``watermarked`` is its decoded events with the watermark set, before dedup.
+A job offers it by declaring its dedup key (``Job.dedup_key``: a field, or a tuple of fields),
+listing ``LATE`` among its outputs (``speedlayer.pipelines.base``) and returning
+``late_events(watermarked, JOB, params)`` from its pipeline, where ``watermarked`` is its decoded
+events with the watermark set, before dedup.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.decode.observation import LATE_OBSERVATION
-from speedlayer.pipelines.base import Job, Params
+from speedlayer.pipelines.base import Job, Params, check_dedup_key
 from speedlayer.state.late import EVENT_MS, GROUP, OFFSET, LateProcessor, input_columns, late_schema
 
 
@@ -26,15 +27,14 @@ def _input(events: DataFrame, name: str, time_field: str, params: Params) -> Col
     return F.col(name)
 
 
-def _dedup_key(job: Job) -> str:
-    """The key late copies are counted by: the job's dedup key, which must not be its event time."""
+def _dedup_key(job: Job) -> tuple[str, ...]:
+    """The fields late copies are counted by: the job's dedup key (checked as for a job listing ``late``)."""
     if job.dedup_key is None:
         raise ConfigError(f"job {job.name!r} has no dedup_key, which its late output keys on: declare "
-                          "Job(dedup_key=FIELD), the field re-sent copies of an event share")
-    if job.dedup_key == job.schema.time_field:
-        raise ConfigError(f"job {job.name!r}: the late output cannot key on the event time "
-                          f"{job.dedup_key!r}: declare as dedup_key the field re-sent copies of an event share")
-    return job.dedup_key
+                          "Job(dedup_key=FIELD), the field re-sent copies of an event share (or a tuple of the "
+                          "fields they share together)")
+    check_dedup_key(job, late=True)
+    return job.dedup_fields
 
 
 def late_events(watermarked: DataFrame, job: Job, params: Params, window_ms: int | None = None,
@@ -43,8 +43,8 @@ def late_events(watermarked: DataFrame, job: Job, params: Params, window_ms: int
 
     A row is the event's own fields (``job.schema``, event time as a timestamp), then the tumbling
     window of ``window_ms`` (default ``params.window_ms``) it belonged to, the watermark it missed
-    and ``copies``: re-sent copies late in one batch share one row (by ``job.dedup_key``), the
-    lowest offset's with ``--dedup exact``. With ``lateness_ms`` (the fleet's allowed lateness) an event is late
+    and ``copies``: re-sent copies late in one batch share one row (by all fields of ``job.dedup_key``),
+    the lowest offset's with ``--dedup exact``. With ``lateness_ms`` (the fleet's allowed lateness) an event is late
     only that far behind the watermark (the fleet windows correct themselves with the others).
     A static DataFrame has no watermark, so nothing in it is late.
 

@@ -20,7 +20,7 @@ reach it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.core.keys import key_fields
 from speedlayer.core.offsets import offset_rank
 from speedlayer.core.schemas import EventSchema
 
@@ -75,30 +76,43 @@ def input_columns(schema: EventSchema) -> tuple[str, ...]:
     return tuple(EVENT_MS if f.name == schema.time_field else f.name for f in schema.fields) + (OFFSET,)
 
 
-def lowest_offset_first(rows: pd.DataFrame, key: str) -> pd.DataFrame:
-    """``rows`` with the copies of each ``key`` in offset order (``speedlayer.core.offsets``), where they have offsets.
+def lowest_offset_first(rows: pd.DataFrame, key: Sequence[str]) -> pd.DataFrame:
+    """``rows`` with the copies of each ``key`` (its columns) in offset order (``speedlayer.core.offsets``),
+    where they have offsets.
 
-    >>> list(lowest_offset_first(pd.DataFrame({"id": ["a", "a"], "offset": ["f:10", "f:9"]}), "id")["offset"])
+    >>> list(lowest_offset_first(pd.DataFrame({"id": ["a", "a"], "offset": ["f:10", "f:9"]}), ["id"])["offset"])
     ['f:9', 'f:10']
     """
-    if OFFSET not in rows.columns or not rows[key].duplicated().any():
+    if OFFSET not in rows.columns or not rows.duplicated(list(key)).any():
         return rows
     order = sorted(range(len(rows)), key=lambda i: offset_rank(rows[OFFSET].iat[i]))
     return rows.iloc[order]
+
+
+def key_columns(schema: EventSchema, key: str | Sequence[str]) -> tuple[str, ...]:
+    """The processor's input columns of a dedup key: the event time is read as ``EVENT_MS``, so a late
+    row's time, shown to the millisecond, is keyed to the millisecond too.
+
+    >>> from speedlayer.core.schemas import APP_ACTION
+    >>> key_columns(APP_ACTION, ("id", "time"))
+    ('id', 'event_ms')
+    """
+    return tuple(EVENT_MS if name == schema.time_field else name for name in key_fields(key))
 
 
 class LateProcessor(StatefulProcessor):
     """Emit the rows at or behind the late-events watermark (minus the allowed lateness), with that watermark and their window.
 
     Rows come in as ``input_columns(schema)`` and go out as ``late_schema(schema)``, one per ``key``
-    (the job's dedup key) and batch.
+    (the job's dedup key: a field, or several together) and batch.
 
     >>> LateProcessor(VEHICLE_EVENT, "event_id", window_ms=10_000)  # doctest: +SKIP
+    >>> LateProcessor(READING, ("device_id", "reading_time"), window_ms=10_000)  # doctest: +SKIP
     """
 
-    def __init__(self, schema: EventSchema, key: str, window_ms: int, lateness_ms: int = 0):
+    def __init__(self, schema: EventSchema, key: str | Sequence[str], window_ms: int, lateness_ms: int = 0):
         self.fields, self.time_field = tuple(f.name for f in schema.fields), schema.time_field
-        self.key, self.window_ms, self.lateness_ms = key, window_ms, lateness_ms
+        self.key, self.window_ms, self.lateness_ms = list(key_columns(schema, key)), window_ms, lateness_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -132,7 +146,7 @@ class LateProcessor(StatefulProcessor):
     def _rows(self, late: pd.DataFrame, late_wm: int) -> pd.DataFrame:
         """One row per event of ``late``: re-sent copies share its key, the lowest-offset copy's
         row is shown (as the dedup keeps), with the count."""
-        copies = late.groupby(self.key, sort=False)[self.key].transform("size").astype("int64")
+        copies = late.groupby(self.key, sort=False, dropna=False)[EVENT_MS].transform("size").astype("int64")
         late = lowest_offset_first(late.assign(copies=copies), self.key).drop_duplicates(self.key, ignore_index=True)
         ms = late[EVENT_MS].to_numpy(np.int64)
         start = ms - np.mod(ms, self.window_ms)

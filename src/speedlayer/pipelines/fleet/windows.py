@@ -5,6 +5,8 @@ Pure DataFrame functions: the same code runs on a static DataFrame (tests, backf
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -16,7 +18,7 @@ from speedlayer.pipelines.fleet.options import fleet_options
 from speedlayer.pipelines.ops import flatten_window, with_watermark
 
 
-def drop_duplicate_events(events: DataFrame, params: Params, key: str = "event_id") -> DataFrame:
+def drop_duplicate_events(events: DataFrame, params: Params, key: str | Sequence[str] = "event_id") -> DataFrame:
     """Drop re-sent events by ``key``, the lowest offset counting (``speedlayer.pipelines.dedup``)."""
     return drop_duplicates(events, params, key)
 
