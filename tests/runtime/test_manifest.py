@@ -161,3 +161,27 @@ def test_a_resume_after_the_job_file_changed_what_it_computes_is_refused(tmp_pat
     message = str(refused.value)
     assert f"job_definition {first.job.definition} → sha256:" in message and "--allow-changed-settings" in message
     assert json.loads((state / MANIFEST).read_text())["settings"]["job_definition"] == first.job.definition
+
+
+def test_a_state_dir_of_a_single_name_dedup_key_resumes_with_the_key_written_as_a_list(tmp_path):
+    from tests.pipelines.job_file.orders import ORDERS_YAML
+
+    state, job_file = tmp_path / "st", tmp_path / "orders.yaml"
+    (tmp_path / "landing").mkdir()
+
+    def prepared_job_file():
+        plan = plan_run(RunSettings(job_file=str(job_file), source=f"files:{tmp_path / 'landing'}", state_dir=str(state)))
+        prepare_state(plan)
+        return plan
+
+    job_file.write_text(ORDERS_YAML)
+    prepared_job_file()
+    manifest = json.loads((state / MANIFEST).read_text())
+    manifest["settings"]["job_definition"] = "sha256:c31c96704ecf02a0"  # as the version with one-name keys recorded it
+    (state / MANIFEST).write_text(json.dumps(manifest))
+    with_progress(state)
+    job_file.write_text(ORDERS_YAML.replace("dedup_key: order_id", "dedup_key: [order_id]"))
+    assert prepared_job_file().job.dedup_key == "order_id"
+    job_file.write_text(ORDERS_YAML.replace("dedup_key: order_id", "dedup_key: [order_id, customer_id]"))
+    with pytest.raises(ConfigError, match="job_definition sha256:c31c96704ecf02a0 → sha256:"):
+        prepared_job_file()

@@ -91,8 +91,22 @@ def test_the_definition_changes_with_what_is_computed_only(tmp_path):
      "schema: field 't' is given twice (names are case-insensitive in SQL): keep one"),
     (("type: string}", "type: string, optional: true}"),
      "unknown key 'schema.fields.0.optional': use one of name, type, required, min, max, allowed"),
-    (("outputs:", "dedup_key: page_id\noutputs:"), "dedup_key 'page_id' is not a required field of the schema: name "
-                                                   "the field that identifies an event (e.g. order_id), or remove dedup_key"),
+    (("outputs:", "dedup_key: page_id\noutputs:"), "dedup_key: 'page_id' is not a field of its events (page, t): name the "
+                                                   "field, or the fields together, that identify an event, e.g. dedup_key: "
+                                                   "[device_id, reading_time]"),
+    (("outputs:", "dedup_key: []\noutputs:"), "dedup_key: names no field: give the field, or the fields together, that "
+                                              "identify an event, e.g. dedup_key: [device_id, reading_time], or no dedup_key"),
+    (("outputs:", "dedup_key: [page, t, page]\noutputs:"), "dedup_key: names 'page' twice: list each field once"),
+    (("outputs:", "dedup_key: [page, 12]\noutputs:"), "dedup_key.1: Input should be a valid string (YAML reads yes, no, "
+                                                      "on, off and numbers as such): quote the value (got 12)"),
+    (("outputs:", "dedup_key: t\noutputs:"), "dedup_key: 't' is the event time alone, which does not tell events apart "
+                                             "(two events of one instant would count as copies of one, in the late output "
+                                             "too): key on the time together with the field that tells their sources "
+                                             "apart, e.g. dedup_key: [device_id, t]"),
+    (("{name: t, type: timestamp}]", "{name: t, type: timestamp}, {name: note, type: string, required: false}]\n"
+                                     "dedup_key: [note, t]"),
+     "dedup_key: 'note' is an optional field: events without it would all count as copies of one event; make the field "
+     "required or key on other fields"),
     (("outputs:", "defaults: {watermark: 10}\noutputs:"), "defaults.watermark: 10 has no unit: write e.g. 10s or 10ms"),
     (("outputs:", "defaults: {watermark: soon}\noutputs:"), "defaults.watermark: 'soon' is not a duration: use a number "
                                                            "with a unit, e.g. 500ms, 10s, 1min"),
@@ -188,3 +202,34 @@ def test_the_job_files_defaults_yield_to_flags(tmp_path):
     assert plan_run(RunSettings(job_file=str(path), source=source)).params.watermark_ms == 10_000
     plan = plan_run(RunSettings(job_file=str(path), source=source, watermark="30s"))
     assert (plan.params.watermark_ms, plan.params.dedup) == (30_000, "fast")
+
+
+def test_a_composite_key_is_a_list_of_fields_the_event_time_among_them(tmp_path):
+    job = load_job_file(write(tmp_path, MINIMAL.replace("outputs:", "dedup_key: [page, t]\noutputs:")))
+    assert job.dedup_key == ("page", "t") and job.outputs["late"].key == ("page", "t", "missed_watermark")
+    assert list(job.outputs) == ["pages", "dead-letters", "late"]
+
+
+def test_one_name_or_a_list_of_it_is_the_same_job_and_earlier_runs_resume(tmp_path):
+    """The digests are those a state directory of an earlier version recorded (``dedup_key`` was one name only)."""
+    def digest(text):
+        return load_job_file(write(tmp_path, text)).definition
+
+    as_list = ORDERS_YAML.replace("dedup_key: order_id", "dedup_key: [order_id]")
+    assert digest(ORDERS_YAML) == digest(as_list) == "sha256:c31c96704ecf02a0"
+    assert digest(MINIMAL) == "sha256:3607acff80289ac5"
+    composite = MINIMAL.replace("outputs:", "dedup_key: [page, t]\noutputs:")
+    assert digest(composite) != digest(composite.replace("[page, t]", "[t, page]"))  # the order the state is keyed in
+
+
+def test_key_mistakes_are_told_with_the_others_each_with_its_line(tmp_path):
+    text = MINIMAL.replace("name: clicks", "name: clicks\nwatermark: 5s").replace(
+        "outputs:", "dedup_key:\n  - page\n  - when\n  - page\noutputs:")
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as refused:
+        load_job_file(path)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"job file {path} has 2 mistakes: line 2: unknown key 'watermark'")
+    assert message.endswith("; line 6: dedup_key: 'when' is not a field of its events (page, t): name the field, or the "
+                            "fields together, that identify an event, e.g. dedup_key: [device_id, reading_time]; "
+                            "names 'page' twice: list each field once")

@@ -57,7 +57,7 @@ def job_from_spec(spec: JobFileSpec, file: str) -> Job:
     outputs["dead-letters"] = DEAD_LETTERS
     if spec.dedup_key:
         outputs["late"] = LATE
-    pipeline = partial(job_file_pipeline, time_field=schema.time_field, dedup_key=spec.dedup_key,
+    pipeline = partial(job_file_pipeline, time_field=schema.time_field, dedup_key=spec.key,
                        queries={name: (o.sql, tuple(o.key)) for name, o in spec.outputs.items()}, file=file,
                        references=spec.references)
     tables = {"references": spec.references, "file": file}
@@ -71,7 +71,7 @@ def job_from_spec(spec: JobFileSpec, file: str) -> Job:
         default_source=spec.default_source or "",
         defaults=spec.defaults.settings(),
         definition=spec.digest(),
-        dedup_key=spec.dedup_key,
+        dedup_key=spec.key,
         options=variables_model(spec.variables),
         check=partial(check_tables, **tables) if spec.references else None,
         shared_paths=partial(shared_table_paths, **tables) if spec.references else None,
@@ -85,7 +85,7 @@ def _output(name: str, spec: OutputSpec, file: str) -> Output:
     return Output(name, summary, tuple(spec.modes), spec.mode, stateful=None, key=tuple(spec.key), defined_in=file)
 
 
-def job_file_pipeline(events: DataFrame, params: Params, *, time_field: str, dedup_key: str | None,
+def job_file_pipeline(events: DataFrame, params: Params, *, time_field: str, dedup_key: str | tuple[str, ...] | None,
                       queries: Mapping[str, tuple[str, tuple[str, ...]]], file: str,
                       references: Mapping[str, ReferenceSpec] | None = None,
                       job: Job | None = None) -> Mapping[str, DataFrame]:

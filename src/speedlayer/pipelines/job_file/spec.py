@@ -15,10 +15,11 @@ import json
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError
+from speedlayer.core.keys import key_problems
 from speedlayer.pipelines.job_file.references import ReferenceSpec, VariableSpec
 
 Kind = Literal["string", "double", "long", "boolean", "timestamp"]
@@ -159,7 +160,8 @@ class JobFileSpec(_Strict):
     name: str
     summary: str = ""
     schema_: SchemaSpec = Field(alias="schema")
-    dedup_key: str | None = None
+    #: the field, or the fields together, that identify an event (one name is a list of one)
+    dedup_key: list[str] | None = None
     defaults: DefaultsSpec = Field(default_factory=DefaultsSpec)
     default_source: str | None = None
     default_outputs: list[str] | None = None
@@ -185,13 +187,32 @@ class JobFileSpec(_Strict):
                 raise ValueError(f"{name!r} is an output every job file job gets: give yours another name")
         return outputs
 
+    @field_validator("dedup_key", mode="before")
+    @classmethod
+    def _one_name_or_several(cls, value: object) -> object:
+        return [value] if value is not None and not isinstance(value, list) else value
+
+    @field_validator("dedup_key")
+    @classmethod
+    def _key_fits_the_schema(cls, key: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        schema = info.data.get("schema_")  # absent when the schema has mistakes of its own, told apart
+        if key is not None and schema is not None:
+            # a job file always offers the late output with a dedup key
+            problems = key_problems(key, {f.name: f.required for f in schema.fields}, schema.time_field, late=True,
+                                    write=lambda fields: f"dedup_key: [{', '.join(fields)}]")
+            if problems:
+                raise ValueError("; ".join(problems))
+        return key
+
+    @property
+    def key(self) -> str | tuple[str, ...] | None:
+        """The dedup key as ``Job.dedup_key`` takes it: one name as itself, several as a tuple."""
+        if self.dedup_key is None:
+            return None
+        return self.dedup_key[0] if len(self.dedup_key) == 1 else tuple(self.dedup_key)
+
     @model_validator(mode="after")
     def _references(self) -> JobFileSpec:
-        if self.dedup_key is not None:
-            key = self.schema_.field(self.dedup_key)
-            if key is None or not key.required:
-                raise ValueError(f"dedup_key {self.dedup_key!r} is not a required field of the schema: "
-                                 "name the field that identifies an event (e.g. order_id), or remove dedup_key")
         unknown = [n for n in self.default_outputs or [] if n not in self.outputs and n != "dead-letters"]
         if unknown:
             raise ValueError(f"default_outputs names {unknown[0]!r}, which is not an output: "
@@ -206,8 +227,9 @@ class JobFileSpec(_Strict):
         >>> spec.digest()  # doctest: +SKIP
         'sha256:3f0c5e1d9a2b'
         """
-        what = self.model_dump(mode="json", by_alias=True, include={"name", "schema_", "dedup_key", "outputs"},
+        what = self.model_dump(mode="json", by_alias=True, include={"name", "schema_", "outputs"},
                                exclude={"outputs": {"__all__": {"summary"}}})
+        what["dedup_key"] = self.key  # one name hashed as the format first wrote it: earlier runs resume
         if self.references:  # a file without tables keeps the digest it had before tables existed
             what["references"] = self.model_dump(mode="json", by_alias=True, include={"references"},
                                                  exclude={"references": {"__all__": {"summary"}}})["references"]
