@@ -67,3 +67,19 @@ def land_files(landing: Path, files: list[list[str]], first_mtime: datetime, fir
         stamp = first_mtime.timestamp() + i
         os.utime(hidden, (stamp, stamp))
         hidden.rename(path)
+
+
+def run_recording(spark, plan, output: str, checkpoint: Path, seen: dict, attempt: int, fail_batch: int | None) -> None:
+    """Run ``output`` of ``plan`` to the end of its input (availableNow), recording each batch's sorted
+    rows in ``seen[(attempt, batch_id)]``; batch ``fail_batch`` fails after it is written, before it commits."""
+    def record(batch, batch_id):
+        seen[(attempt, batch_id)] = sorted(tuple(r) for r in batch.collect())
+        if batch_id == fail_batch:
+            raise RuntimeError("the sink failed after writing the batch")
+
+    query = (build_output(spark, plan, output).writeStream.foreachBatch(record)
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    try:
+        query.awaitTermination()
+    except Exception:  # noqa: BLE001 — the injected failure
+        assert fail_batch is not None

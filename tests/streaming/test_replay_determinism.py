@@ -21,7 +21,7 @@ from speedlayer.runtime.build import build_output
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.settings import RunSettings
 from tests.e2e.killing import query_state
-from tests.helpers import land_files
+from tests.helpers import land_files, run_recording
 
 T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 CITY = (52.60, 13.10)  # zone Z00, limit 50
@@ -55,30 +55,16 @@ def settings(tmp_path, landing, table: str, dedup: str = "exact") -> RunSettings
                        sinks={"alerts": f"memory:{table}"}, state_dir=str(tmp_path / "st"))
 
 
-def run(spark, plan, checkpoint, seen: dict, attempt: int, fail_batch: int | None):
-    def record(batch, batch_id):
-        seen[(attempt, batch_id)] = sorted(tuple(r) for r in batch.collect())
-        if batch_id == fail_batch:
-            raise RuntimeError("the sink failed after writing the batch")
-
-    query = (build_output(spark, plan, "alerts").writeStream.foreachBatch(record)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-    try:
-        query.awaitTermination()
-    except Exception:  # noqa: BLE001 — the injected failure
-        assert fail_batch is not None
-
-
 def test_a_replayed_batch_writes_the_same_rows_as_its_first_attempts(spark, tmp_path):
     landing = tmp_path / "landing"
     land_files(landing, FILES, T0 + timedelta(seconds=100))
     plan = plan_run(settings(tmp_path, landing, "replayed_alerts"))
     checkpoint, seen = tmp_path / "st" / "alerts", {}
     for attempt in (1, 2):  # batch 1 written and failed twice
-        run(spark, plan, checkpoint, seen, attempt=attempt, fail_batch=1)
+        run_recording(spark, plan, "alerts", checkpoint, seen, attempt=attempt, fail_batch=1)
         crashed = query_state(checkpoint)
         assert (crashed.committed, crashed.in_flight) == (0, 1)  # written, never committed
-    run(spark, plan, checkpoint, seen, attempt=3, fail_batch=None)
+    run_recording(spark, plan, "alerts", checkpoint, seen, attempt=3, fail_batch=None)
     assert query_state(checkpoint).committed >= 1
 
     assert seen[(1, 1)] == seen[(2, 1)] == seen[(3, 1)]
@@ -104,7 +90,7 @@ def test_the_lowest_offset_copy_counts_whichever_file_is_read_first(spark, tmp_p
     land_files(tmp_path / "landing", files, T0 + timedelta(seconds=100))
     plan = plan_run(settings(tmp_path, tmp_path / "landing", "layout_alerts"))
     seen: dict = {}
-    run(spark, plan, tmp_path / "st" / "alerts", seen, attempt=1, fail_batch=None)
+    run_recording(spark, plan, "alerts", tmp_path / "st" / "alerts", seen, attempt=1, fail_batch=None)
     expected = lowest_offset_speeds(files, range(2))
     assert {r[0]: r[3] for r in seen[(1, 0)]} == expected and expected["x"] == 90.0
     # the batch recomputation keeps the same copy
