@@ -21,7 +21,12 @@ USER_BLOCK = [TRACEBACK, '  File "/jobs/orders.py", line 12, in total', "    ret
 def test_only_pysparks_lost_connection_tracebacks_are_taken_aside():
     runner_eof = [TRACEBACK, '  File "/x/pyspark.zip/pyspark/serializers.py", line 5, in read', "EOFError"]
     pyspark_key_error = [TRACEBACK, '  File "/x/pyspark/worker.py", line 9, in main', "KeyError: 'a'"]
+    # a transformWithState driver worker that could not connect back in time: the run restarts the query, says so
+    no_socket = [TRACEBACK, '  File "<frozen runpy>", line 198, in _run_module_as_main',
+                 '  File "/v/pyspark.zip/pyspark/util.py", line 852, in local_connect_and_auth',
+                 "pyspark.errors.exceptions.base.PySparkRuntimeError: [CANNOT_OPEN_SOCKET] Can not open socket: [...]"]
     assert pysparks_lost_connection(DAEMON_BLOCK) and pysparks_lost_connection(runner_eof)
+    assert pysparks_lost_connection(no_socket)
     assert not pysparks_lost_connection(USER_BLOCK)  # a user's code in the frames
     assert not pysparks_lost_connection(pyspark_key_error)  # PySpark's own, but not a closed connection
     assert not pysparks_lost_connection([DAEMON_FLUSH, "no traceback follows"])

@@ -28,6 +28,8 @@ DAEMON_FLUSH = "PySpark daemon failed to flush the output to the worker process:
 TRACEBACK = "Traceback (most recent call last):"
 #: what a Python worker raises when the JVM's end of its socket is closed under it
 CONNECTION_LOST = ("BrokenPipeError", "ConnectionResetError", "ConnectionAbortedError", "EOFError")
+#: PySpark's error for a worker that could not connect back in time (the run restarts the query and says so)
+CANNOT_CONNECT = "[CANNOT_OPEN_SOCKET]"
 #: how PySpark's own debugging prints begin (each followed by a blank line, as they end in a newline)
 CHATTER = ("Starting Streaming TransformWithState", "Streaming TransformWithState")
 _FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)"')
@@ -35,7 +37,8 @@ _STDLIB = sysconfig.get_paths()["stdlib"]
 
 
 def pysparks_lost_connection(block: list[str]) -> bool:
-    """Whether a traceback ``block`` (its lines) is PySpark's own report of a connection the JVM closed.
+    """Whether a traceback ``block`` (its lines) is PySpark's own report of a connection the JVM closed, or
+    of one a worker could not open in time (a busy machine: the run restarts the query and says so in a line).
 
     >>> pysparks_lost_connection([DAEMON_FLUSH, TRACEBACK, '  File "/v/pyspark/daemon.py", line 93, in worker',
     ...                           "BrokenPipeError: [Errno 32] Broken pipe"])
@@ -46,7 +49,7 @@ def pysparks_lost_connection(block: list[str]) -> bool:
     paths = [m["path"] for m in map(_FRAME.match, block) if m]
     raised = next((line for line in reversed(block) if line.strip() and not line[0].isspace()), "")
     return (bool(paths) and all("/pyspark/" in p or p.startswith(_STDLIB) or p.startswith("<frozen") for p in paths)
-            and raised.split(":", 1)[0].strip().endswith(CONNECTION_LOST))
+            and (raised.split(":", 1)[0].strip().endswith(CONNECTION_LOST) or CANNOT_CONNECT in raised))
 
 
 def split_blocks(lines: Iterable[str]) -> Iterator[tuple[list[str], bool]]:
