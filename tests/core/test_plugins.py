@@ -59,11 +59,15 @@ def test_a_broken_plugin_is_one_line_on_stderr_and_breaks_nothing_else(installed
                                    "renamed": "shop_jobs:ORDERS"}}, {"shop_jobs": ORDERS})
     installed("broken-jobs", {JOBS: {"broken": "broken_jobs:JOB"}}, {"broken_jobs": "X = 1 / 0\n"})
     installed("gone-jobs", {JOBS: {"gone": "gone_jobs_not_there:JOB"}})
+    refused = "from speedlayer.core.errors import ConfigError\nraise ConfigError(\"dedup_key 'id' is not a field\")\n"
+    installed("bad-key-jobs", {JOBS: {"keyed": "bad_key_jobs:JOB"}}, {"bad_key_jobs": refused})
 
     assert get_job("refunds").name == "refunds"
     assert get_job("fleet").name == "fleet"
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
+        "warning: job plug-in 'keyed' of package bad-key-jobs (bad_key_jobs:JOB) was refused while importing: "
+        "dedup_key 'id' is not a field: fix it in bad-key-jobs, or uninstall it",
         "warning: job plug-in 'broken' of package broken-jobs (broken_jobs:JOB) failed to import: ZeroDivisionError: "
         "division by zero: fix or reinstall broken-jobs, or uninstall it",
         "warning: job plug-in 'gone' of package gone-jobs (gone_jobs_not_there:JOB) failed to import: "

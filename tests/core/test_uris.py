@@ -61,6 +61,8 @@ def test_a_port_that_is_not_a_number_is_named_as_the_port(text, port):
     message = str(refused.value)
     assert f"port {port!r} is not a number from 0 to 65535" in message and "percent" not in message
     assert "s3cret" not in message and "\n" not in message
+    shown = text.replace("s3cret", "***")  # the URI as written, only its password hidden
+    assert f"sink URI {shown!r}" in message
 
 
 def test_a_uri_without_a_scheme_is_shown_one_of_its_own_kind():

@@ -164,3 +164,7 @@ def test_late_events_kept_come_from_the_late_querys_observation():
                if s.name == "speedlayer_late_events_kept_total"}
     assert samples == {("speedlayer_late_events_kept_total", "fleet_late"): 2.0,
                        ("speedlayer_late_events_kept_total", "fleet_windows"): 0.0}
+    # rows written: counted by Spark's memory sink; a foreachBatch sink's are not known, so not shown as 0
+    written = {s.labels["query"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "speedlayer_output_rows_total"}
+    assert written == {"fleet_windows": 250.0}

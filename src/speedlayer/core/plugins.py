@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from speedlayer.core.errors import SpeedlayerError
+
 #: the entry-point group of each kind of plug-in
 GROUPS = {"job": "speedlayer.jobs", "source": "speedlayer.sources", "sink": "speedlayer.sinks",
           "generator kind": "speedlayer.generator_kinds"}
@@ -153,12 +155,27 @@ def load(kind: str, builtins: Mapping[str, str], check: Check, candidates: Itera
     return registry
 
 
+def kind_of(value: Any) -> str:
+    """What a value is, for a message that says it is not what was expected.
+
+    >>> kind_of(print), kind_of(ValueError), kind_of(object())
+    ('a builtin_function_or_method', 'the class ValueError', 'an object')
+    """
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def _load_one(kind: str, candidate: Candidate, check: Check, problems: list[Problem]) -> Entry | None:
     def problem(error: str, fix: str) -> None:
         problems.append(Problem(kind, candidate.name, candidate.package, candidate.target, error, fix))
 
     try:
         value = import_target(candidate.target)
+    except SpeedlayerError as exc:  # it imported, and a definition in it was refused
+        problem(f"was refused while importing: {exc}", f"fix it in {candidate.package}, or uninstall it")
+        return None
     except (Exception, SystemExit) as exc:  # noqa: BLE001 — a broken plug-in must not break the others
         problem(f"failed to import: {error_line(exc)}", f"fix or reinstall {candidate.package}, or uninstall it")
         return None

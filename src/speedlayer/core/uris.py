@@ -150,8 +150,9 @@ def mask_secrets(text: str) -> str:
     """
     try:
         parts = urlsplit(text)
-        _ = parts.port if "," not in parts.netloc else None  # a port that is not a number: the password cut short
         broken = _password_breaks_uri(parts)
+        if "@" not in parts.netloc and "," not in parts.netloc:
+            _ = parts.port  # not a number: a password holding / cut the host part short
     except ValueError:
         broken = True
     if broken:

@@ -90,7 +90,8 @@ def _query_families() -> dict[str, Metric]:
     return {
         "batches": counter("batches", "micro-batches completed"),
         "input_rows": counter("input_rows", "records read from the source (events and dead letters)"),
-        "output_rows": counter("output_rows", "rows written to the sink (where Spark reports it)"),
+        "output_rows": counter("output_rows", "rows written to the sink, where Spark counts them (its Kafka, console "
+                                              "and memory sinks); absent for the others"),
         "dropped_by_watermark": counter("rows_dropped_by_watermark", "rows dropped as late by stateful operators"),
         "duplicates_removed": counter("duplicates_removed", "rows removed by deduplication operators"),
         "dead_letters": counter("dead_letters", "rows refused by decode (observed by every event query)"),
@@ -119,7 +120,8 @@ def _add_totals(f: dict[str, Metric], labels: list[str], q) -> None:
     f["batches"].add_metric(labels, q.batches)
     f["input_rows"].add_metric(labels, q.input_rows)
     for total in ("output_rows", "dropped_by_watermark", "duplicates_removed", "dead_letters", "late_events_kept"):
-        f[total].add_metric(labels, q.totals[total])
+        if total in q.totals:
+            f[total].add_metric(labels, q.totals[total])
     cumulative, buckets = 0, []
     for bound, count in zip(DURATION_BUCKETS, q.duration_counts):
         cumulative += count

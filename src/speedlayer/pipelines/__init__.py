@@ -27,15 +27,10 @@ BUILTIN_JOBS = {
 
 def _check_job(name: str, value: Any) -> str | None:
     if not isinstance(value, Job):
-        return f"is {_kind_of(value)}, not a speedlayer Job"
+        return f"is {plugins.kind_of(value)}, not a speedlayer Job"
     if value.name != name:
         return f"is the Job named {value.name!r}, not {name!r}: a job's entry-point name must be its name"
     return None
-
-
-def _kind_of(value: Any) -> str:
-    kind = type(value).__name__
-    return "a class" if isinstance(value, type) else f"a {'function' if kind == 'function' else kind}"
 
 
 def job_registry() -> plugins.Registry:

@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.core.plugins import error_line, import_target
+from speedlayer.core.plugins import error_line, import_target, kind_of
 from speedlayer.pipelines.base import Job
 
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
@@ -55,7 +55,7 @@ def load_job(reference: str) -> Job:
         raise ConfigError(f"job reference {reference}: module {module_name} has no attribute {attribute!r} "
                           f"(its jobs: {', '.join(found) or 'none'}): fix the name after ':'") from None
     if not isinstance(value, Job):
-        raise ConfigError(f"job reference {reference}: {attribute} is {_kind(value)}, not a speedlayer Job: "
+        raise ConfigError(f"job reference {reference}: {attribute} is {kind_of(value)}, not a speedlayer Job: "
                           "point at a Job object (from speedlayer import Job; ORDERS = Job(...))")
     return value
 
@@ -82,7 +82,3 @@ def _search_current_directory() -> None:
         sys.path.append(cwd)
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, type):
-        return f"the class {value.__name__}"
-    return f"a {type(value).__name__}"

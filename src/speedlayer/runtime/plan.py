@@ -207,7 +207,11 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
 
     queries, destinations = [], {}
     for name, uri in sink_uris.items():
-        output, sink = job.outputs[name].for_params(params), open_sink(uri)
+        try:
+            sink = open_sink(uri)
+        except ConfigError as exc:  # several outputs may write to one kind of sink: say whose it is
+            raise ConfigError(f"--sink {name}: {exc}") from None
+        output = job.outputs[name].for_params(params)
         _check_output_fits(job, output, sink, trigger)
         where = sink.destination(job.name, name)
         if where is not None:

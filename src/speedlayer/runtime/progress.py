@@ -48,10 +48,9 @@ class QueryProgress:
     history: deque = field(default_factory=lambda: deque(maxlen=120))
     #: derived per-batch metrics, newest last
     metrics: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
-    #: running totals (Prometheus counters)
+    #: running totals (Prometheus counters); "output_rows" only once Spark has counted the sink's rows
     totals: dict[str, int] = field(default_factory=lambda: {
-        "output_rows": 0, "dropped_by_watermark": 0, "duplicates_removed": 0, "dead_letters": 0,
-        "late_events_kept": 0})
+        "dropped_by_watermark": 0, "duplicates_removed": 0, "dead_letters": 0, "late_events_kept": 0})
     #: batch-duration histogram: counts per bucket of DURATION_BUCKETS, and the sum in seconds
     duration_counts: list[int] = field(default_factory=lambda: [0] * len(DURATION_BUCKETS))
     duration_sum_s: float = 0.0
@@ -197,7 +196,8 @@ class ProgressTracker(StreamingQueryListener):
             q.metrics.append(m)
             if m.latency_ms:
                 q.last_with_events = m
-            q.totals["output_rows"] += m.output_rows or 0
+            if m.output_rows is not None:  # Spark counts its own sinks' rows, not a foreachBatch function's
+                q.totals["output_rows"] = q.totals.get("output_rows", 0) + m.output_rows
             q.totals["dropped_by_watermark"] += m.dropped_by_watermark
             q.totals["duplicates_removed"] += m.duplicates_removed
             q.totals["dead_letters"] += m.dead_letters or 0
