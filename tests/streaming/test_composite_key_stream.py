@@ -102,13 +102,15 @@ def input_files(n: int = 4) -> list[list[str]]:
     return files
 
 
-def oracle(files: list[list[str]]) -> tuple[dict, list[tuple]]:
+def oracle(files: list[list[str]], per_batch: int = 1) -> tuple[dict, list[tuple]]:
     """The readings kept, (device, time) -> value, and the late rows
-    (device, time, value, window_start, window_end, missed_watermark, copies), sorted."""
+    (device, time, value, window_start, window_end, missed_watermark, copies), sorted; ``per_batch`` files
+    make a micro-batch."""
     newest: list[datetime] = []
     kept: dict[tuple[str, datetime], float] = {}
     late_rows = []
-    for k, lines in enumerate(files):
+    batches = [sum(files[i:i + per_batch], []) for i in range(0, len(files), per_batch)]
+    for k, lines in enumerate(batches):
         before = newest[:max(k - 1, 0)]
         bound = max(before) - WATERMARK if before else None
         events = [json.loads(line) for line in lines]
@@ -137,25 +139,30 @@ def landed(tmp_path_factory):
     return root, files
 
 
-@pytest.mark.parametrize("form", ["python", "job file"])
-def test_one_copy_per_device_and_time_and_the_late_ones_keyed_by_both(spark, landed, tmp_path, form):
+@pytest.mark.parametrize(("form", "per_batch"), [("python", 1), ("job file", 1), ("python", 2)])
+def test_one_copy_per_device_and_time_and_the_late_ones_keyed_by_both(spark, landed, tmp_path, form, per_batch):
+    """Also: how the source cuts batches decides which readings are late (docs/sources.md): two files a
+    batch leave the watermark too far behind for any of them."""
     root, files = landed
-    table = form.replace(" ", "_")
+    table = f"{form.replace(' ', '_')}_{per_batch}"
     job = {"job": "readings"} if form == "python" else {"job_file": str(root / "readings.yaml")}
-    settings = RunSettings(**job, source=f"files://{root / 'landing'}?max_files_per_trigger=1",
+    settings = RunSettings(**job, source=f"files://{root / 'landing'}?max_files_per_trigger={per_batch}",
                            trigger="available-now", watermark="5s", state_dir=str(tmp_path / "state"),
                            sinks={"readings": f"memory:kept_{table}", "late": f"memory:late_{table}"})
     plan = plan_run(settings, job=READINGS if form == "python" else None)
     assert plan.job.outputs["late"].key == (*KEY, "missed_watermark")
     assert Run(spark, plan).start_and_wait().stopped_by == "end of input"
 
-    kept, late = oracle(files)
+    kept, late = oracle(files, per_batch)
     rows = [(r.device_id, r.reading_time, r.value) for r in spark.table(f"kept_{table}").collect()]
     assert len(rows) == len({(d, t) for d, t, _ in rows})  # one copy per (device, time)
     assert {(d, t): v for d, t, v in rows} == kept
     assert kept[("D2", T0 + timedelta(milliseconds=2_250))] == 99.0  # the corrected copy came first
     got = sorted(tuple(r) for r in spark.table(f"late_{table}").collect())
     assert got == late
+    if per_batch == 2:  # the same readings, cut in two batches: none late
+        assert late == [] and len(kept) > 12 * 4 + 2
+        return
     # per late file: D1 and D2 at one instant, D2 twice (its first copy shown), D3 at the bound, a re-send
     assert len(late) == 4 * 2 and {r[6] for r in late if r[0] == "D2"} == {2} and len(kept) == 12 * 4 + 2
 
