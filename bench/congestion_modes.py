@@ -70,9 +70,9 @@ def write_landing(directory: Path, keys: int, batch: int, batches: int, seed: in
 
 
 def run_mode(spark, landing: Path, mode: str) -> dict:
-    from speedlayer.core.schemas import VEHICLE_EVENT
     from speedlayer.pipelines.base import Params
     from speedlayer.pipelines.fleet.congestion import zone_congestion
+    from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 
     checkpoint = Path(tempfile.mkdtemp(prefix="congestion-bench-"))
     try:

@@ -72,8 +72,8 @@ def profile(args: argparse.Namespace, tmp: Path) -> None:
     from pyspark.sql import functions as F
 
     from plain_fleet import EVENT_SCHEMA, plain_windows, raw_batch
-    from speedlayer.core.schemas import VEHICLE_EVENT
     from speedlayer.decode.validate import _CORRUPT, _text_schema, _typed, decode
+    from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
     from speedlayer.runtime.build import build_output
     from speedlayer.runtime.plan import plan_run
     from speedlayer.runtime.session import build_session

@@ -61,7 +61,7 @@ _EXPORTS = {
     "RAW_SCHEMA": "speedlayer.core.schemas",
     "Decoded": "speedlayer.decode.validate",  # what a job's own decoder returns: events and dead letters
     "observed_decode": "speedlayer.decode.observation",  # a decoder of yours counts both sides per batch
-    "VEHICLE_EVENT": "speedlayer.core.schemas",  # the fleet's pings, for jobs of your own over them
+    "VEHICLE_EVENT": "speedlayer.pipelines.fleet.schemas",  # the fleet's pings, for jobs of your own over them
     # sources and sinks
     "Source": "speedlayer.sources.base",
     "Sink": "speedlayer.sinks.base",

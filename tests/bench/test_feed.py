@@ -4,8 +4,8 @@ from pyspark.sql import functions as F
 
 from speedlayer.bench.feed import Template, event_line, iso_ms
 from speedlayer.bench.watch import _parse_rows, due_column
-from speedlayer.core.schemas import VEHICLE_EVENT
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 
 
 def test_feed_lines_decode_without_dead_letters_and_carry_their_creation_time(spark):

@@ -17,9 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from speedlayer.core.schemas import APP_ACTION, RAW_SCHEMA, TEXT_LINE, VEHICLE_EVENT, EventSchema, Field
-from speedlayer.decode.text import decode_lines
+from speedlayer.core.schemas import RAW_SCHEMA, EventSchema, Field
+from speedlayer.decode.text import TEXT_LINE, decode_lines
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.app_actions import APP_ACTION
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 
 INGEST = datetime(2026, 11, 22, 10, 0, 5)
 EPOCH = datetime(1970, 1, 1)

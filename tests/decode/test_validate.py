@@ -3,8 +3,9 @@
 from dataclasses import replace
 from datetime import datetime
 
-from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT, EventSchema, Field
+from speedlayer.core.schemas import RAW_SCHEMA, EventSchema, Field
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 
 INGEST = datetime(2026, 11, 22, 10, 0, 5)
 GOOD = '{"event_id":"e-1","vehicle_id":"V0001","event_time":"2026-11-22T10:00:03.250Z","speed_kmh":87.5,"lat":52.52,"lon":13.405}'

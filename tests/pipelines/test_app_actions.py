@@ -2,9 +2,9 @@
 
 from datetime import datetime, timedelta
 
-from speedlayer.core.schemas import APP_ACTION, RAW_SCHEMA
+from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.decode.validate import decode
-from speedlayer.pipelines.app_actions import action_counts
+from speedlayer.pipelines.app_actions import APP_ACTION, action_counts
 from speedlayer.pipelines.base import Params
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources.generator_actions import ACTION_MIX

@@ -5,10 +5,10 @@ from datetime import datetime, timedelta
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.core.schemas import VEHICLE_EVENT
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.fleet import fleet_pipeline
 from speedlayer.pipelines.fleet.options import FleetOptions
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 
 T0 = datetime(2026, 11, 22, 10, 0, 0)
 MITTE = (52.52, 13.40)   # zone Z01, limit 30

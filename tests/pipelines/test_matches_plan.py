@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.core.schemas import RIDE_REQUEST
+from speedlayer.pipelines.fleet.schemas import RIDE_REQUEST
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run_state import pin_at_start, prepare_state
 from speedlayer.runtime.settings import RunSettings

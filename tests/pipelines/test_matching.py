@@ -8,10 +8,10 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.core.geo import haversine_km
-from speedlayer.core.schemas import RIDE_REQUEST, VEHICLE_EVENT
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.fleet.matching import ride_matches
 from speedlayer.pipelines.fleet.options import FleetOptions
+from speedlayer.pipelines.fleet.schemas import RIDE_REQUEST, VEHICLE_EVENT
 
 T0 = datetime(2026, 11, 22, 10, 0, 0)
 PICKUP = (52.5244, 13.4050)  # 45 m south of a row border of the 500 m grid (52.52481)

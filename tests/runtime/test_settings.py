@@ -76,7 +76,7 @@ def test_max_ahead_from_the_config_file_or_the_flag_else_a_fifth_of_the_watermar
 def test_a_schemas_own_max_ahead_holds_unless_the_run_gives_one():
     from dataclasses import replace
 
-    from speedlayer.core.schemas import TEXT_LINE
+    from speedlayer.decode.text import TEXT_LINE
     from speedlayer.pipelines.wordcount import WORDCOUNT
     from speedlayer.runtime.plan import plan_run
 

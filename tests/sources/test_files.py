@@ -6,8 +6,9 @@ from datetime import datetime, timezone
 import pytest
 
 from speedlayer.core.errors import ConfigError, SourceError
-from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
 from speedlayer.runtime.settings import RunSettings
@@ -20,9 +21,16 @@ def line(eid, vid, t, speed):
     return json.dumps({"event_id": eid, "vehicle_id": vid, "event_time": t, "speed_kmh": speed, "lat": 52.6, "lon": 13.1})
 
 
+def pings_source(uri):
+    """The files source ``uri`` serving vehicle pings, as a fleet run opens it (csv/parquet columns named after them)."""
+    source = open_source(uri)
+    source.event_schema = VEHICLE_EVENT
+    return source
+
+
 def stream_raw(spark, uri, name, tmp_path):
     """Every RAW row the source yields for what is in the directory now (one available-now query)."""
-    query = (open_source(uri).read_stream(spark).writeStream.format("memory").queryName(name)
+    query = (pings_source(uri).read_stream(spark).writeStream.format("memory").queryName(name)
              .option("checkpointLocation", str(tmp_path / f"ck-{name}")).trigger(availableNow=True).start())
     query.awaitTermination(120)
     assert query.exception() is None
@@ -91,7 +99,7 @@ def test_a_csv_file_with_another_header_fails_the_query_naming_the_file(spark, t
     landing.mkdir()
     (landing / "ok.csv").write_text("\n" + HEADER.upper() + "\na,V1,2026-11-01T10:00:01Z,40.5,52.6,13.1\n")
     (landing / "bad.csv").write_text("event_id,speed_kmh\na,40\n")
-    query = (open_source(f"files://{landing}?format=csv").read_stream(spark).writeStream.format("memory")
+    query = (pings_source(f"files://{landing}?format=csv").read_stream(spark).writeStream.format("memory")
              .queryName("files_csv_header").option("checkpointLocation", str(tmp_path / "ck"))
              .trigger(availableNow=True).start())
     with pytest.raises(Exception, match=f"CSV file file:{landing}/bad.csv has the header 'event_id,speed_kmh', "
@@ -122,10 +130,16 @@ def test_parquet_rows_are_read_by_field_name_with_the_files_types(spark, tmp_pat
 
 
 def test_parquet_in_an_empty_directory_expects_the_wire_types(spark, tmp_path):
-    source = open_source(f"files://{tmp_path}?format=parquet")
+    source = pings_source(f"files://{tmp_path}?format=parquet")
     assert [(f.name, f.dataType.simpleString()) for f in source._parquet_schema(spark)] == [
         ("event_id", "string"), ("vehicle_id", "string"), ("event_time", "timestamp"),
         ("speed_kmh", "double"), ("lat", "double"), ("lon", "double")]
+
+
+def test_columns_need_the_schema_of_the_job_served(spark, tmp_path):
+    source = open_source(f"files://{tmp_path}?format=csv")  # no run set the events it serves
+    with pytest.raises(ConfigError, match="format=csv reads columns named after the job's event schema"):
+        source.read_stream(spark)
 
 
 def test_archive_moves_processed_files_out_of_the_landing_directory(spark, tmp_path):
@@ -154,7 +168,7 @@ def test_nanosecond_parquet_timestamps_are_refused_in_one_line(spark, tmp_path):
     t = datetime(2026, 11, 1, 10, 0, 1)
     pq.write_table(pa.table({"event_id": ["a"], "event_time": pa.array([t], pa.timestamp("ns"))}), tmp_path / "ns.parquet")
     with pytest.raises(SourceError, match="cannot read the parquet schema of .*ns.parquet .*write timestamps in ms or µs") as err:
-        open_source(f"files://{tmp_path}?format=parquet")._parquet_schema(spark)
+        pings_source(f"files://{tmp_path}?format=parquet")._parquet_schema(spark)
     assert "\n" not in str(err.value)
 
 

@@ -4,8 +4,9 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 from speedlayer.sources import open_source
 from tests.helpers import wait_for_batch
 

@@ -3,8 +3,8 @@ pickups where the vehicles drive."""
 
 from pyspark.sql import functions as F
 
-from speedlayer.core.schemas import RIDE_REQUEST
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.fleet.schemas import RIDE_REQUEST
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import open_source
 from tests.helpers import batch_output

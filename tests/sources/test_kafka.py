@@ -7,9 +7,10 @@ import uuid
 import pytest
 
 from speedlayer.core.errors import ConfigError, EnvironmentProblem, SourceError
-from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.core.uris import Uri
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import kafka as kafka_source

@@ -13,8 +13,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from speedlayer.core.errors import SourceError
-from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 from speedlayer.sources import open_source
 from speedlayer.sources.redis_streams import RedisStreamsSource
 

@@ -9,8 +9,9 @@ from contextlib import closing
 import pytest
 
 from speedlayer.core.errors import ConfigError, SourceError
-from speedlayer.core.schemas import RAW_SCHEMA, VEHICLE_EVENT
+from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.sources import open_source

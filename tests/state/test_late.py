@@ -5,7 +5,9 @@ import pytest
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.core.schemas import APP_ACTION, VEHICLE_EVENT, EventSchema, Field
+from speedlayer.core.schemas import EventSchema, Field
+from speedlayer.pipelines.app_actions import APP_ACTION
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 from speedlayer.state.late import LateProcessor, late_schema
 
 LATE_SCHEMA = late_schema(VEHICLE_EVENT)

@@ -4,9 +4,9 @@ import json
 
 from pyspark.sql import functions as F
 
-from speedlayer.core.schemas import VEHICLE_EVENT
 from speedlayer.decode import observation
 from speedlayer.decode.validate import decode
+from speedlayer.pipelines.fleet.schemas import VEHICLE_EVENT
 from speedlayer.runtime import metrics
 from speedlayer.runtime.build import build_output
 from speedlayer.runtime.plan import plan_run

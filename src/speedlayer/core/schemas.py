@@ -1,8 +1,8 @@
 """Event schemas. Every source yields RAW; ``decode`` turns RAW into a typed event schema.
 
 An ``EventSchema`` lists its fields with the checks a valid event passes, so decoding and the
-dead-letter reasons are written once for every kind of event (vehicle pings today, app actions
-and card transactions later).
+dead-letter reasons are written once for every kind of event. Each job's own schema lives with the
+job (the fleet's pings in ``speedlayer.pipelines.fleet.schemas``).
 """
 
 from __future__ import annotations
@@ -98,64 +98,3 @@ class EventSchema:
         """The typed Spark schema of accepted events (plus ``ingest_time``)."""
         cols = [T.StructField(f.name, SPARK_TYPES[f.kind]) for f in self.fields]
         return T.StructType(cols + [T.StructField("ingest_time", T.TimestampType())])
-
-
-VEHICLE_EVENT = EventSchema(
-    name="vehicle ping",
-    fields=(
-        Field("event_id", "string"),
-        Field("vehicle_id", "string"),
-        Field("event_time", "timestamp"),
-        Field("speed_kmh", "double", 0, 400),
-        Field("lat", "double", -90, 90),
-        Field("lon", "double", -180, 180),
-    ),
-    time_field="event_time",
-)
-
-
-#: what a mobile app reports; any other action is refused to dead letters
-APP_ACTIONS = ("open", "view", "click", "search", "add_to_cart", "purchase", "share", "close")
-
-APP_ACTION = EventSchema(
-    name="app action",
-    fields=(
-        Field("id", "string"),
-        Field("time", "timestamp"),
-        Field("action", "string", choices=APP_ACTIONS),
-    ),
-    time_field="time",
-)
-
-CARD_TRANSACTION = EventSchema(
-    name="card transaction",
-    fields=(
-        Field("tx_id", "string"),
-        Field("card_id", "string"),
-        Field("time", "timestamp"),
-        Field("amount", "double", 0, 1_000_000),
-        Field("merchant_category", "string"),
-        Field("country", "string"),
-    ),
-    time_field="time",
-)
-
-#: a rider asking for a ride (the fleet job's second stream, ``--rides``)
-RIDE_REQUEST = EventSchema(
-    name="ride request",
-    fields=(
-        Field("request_id", "string"),
-        Field("rider_id", "string"),
-        Field("pickup_lat", "double", -90, 90),
-        Field("pickup_lon", "double", -180, 180),
-        Field("request_time", "timestamp"),
-    ),
-    time_field="request_time",
-)
-
-#: a line of text (word count); ``event_time`` is the line's leading timestamp, else its arrival time
-TEXT_LINE = EventSchema(
-    name="text line",
-    fields=(Field("line", "string"), Field("event_time", "timestamp")),
-    time_field="event_time",
-)

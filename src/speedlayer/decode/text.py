@@ -15,7 +15,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.core.schemas import TEXT_LINE, EventSchema
+from speedlayer.core.schemas import EventSchema, Field
 from speedlayer.decode.observation import observed_decode
 from speedlayer.decode.validate import Decoded, time_reason
 
@@ -28,6 +28,14 @@ LEADING_TIME = r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]
 #: what text lines never hold: NUL and other control characters (tab aside), and U+FFFD, which
 #: Spark's UTF-8 decoding puts where bytes were not UTF-8
 BINARY = "[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f\\ufffd]"
+
+#: a line of text, as this decoder yields it (word count's events): ``event_time`` is the line's
+#: leading timestamp, else its arrival time
+TEXT_LINE = EventSchema(
+    name="text line",
+    fields=(Field("line", "string"), Field("event_time", "timestamp")),
+    time_field="event_time",
+)
 
 
 def decode_lines(raw: DataFrame, schema: EventSchema = TEXT_LINE, observe: str | None = None,

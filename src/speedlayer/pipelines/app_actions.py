@@ -4,7 +4,7 @@ The lectures' example: a mobile app reports ``{id, time, action}``; count each a
 with a watermark and upsert the counts into MySQL in update mode, so that the table always holds
 the current count of every window. Re-sent events are dropped by ``id`` (``APP_ACTIONS_JOB.dedup_key``)
 within the watermark (``speedlayer.pipelines.dedup``); an action outside the known list
-(``speedlayer.core.schemas.APP_ACTIONS``) is a dead letter, and an action behind the watermark goes to
+(``APP_ACTIONS``) is a dead letter, and an action behind the watermark goes to
 the ``late`` output (``speedlayer.pipelines.late``) with the ``--slide`` step it fell in.
 
     speedlayer run app-actions --sink counts='mysql://root@localhost:3306/app' --state-dir state/app
@@ -20,11 +20,24 @@ from pyspark.sql import functions as F
 
 from speedlayer.core.durations import spark_interval
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
-from speedlayer.core.schemas import APP_ACTION
+from speedlayer.core.schemas import EventSchema, Field
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import flatten_window, with_watermark
+
+#: what a mobile app reports; any other action is refused to dead letters
+APP_ACTIONS = ("open", "view", "click", "search", "add_to_cart", "purchase", "share", "close")
+
+APP_ACTION = EventSchema(
+    name="app action",
+    fields=(
+        Field("id", "string"),
+        Field("time", "timestamp"),
+        Field("action", "string", choices=APP_ACTIONS),
+    ),
+    time_field="time",
+)
 
 
 def action_counts(events: DataFrame, params: Params) -> DataFrame:

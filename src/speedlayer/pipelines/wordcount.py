@@ -21,8 +21,7 @@ from pyspark.sql import functions as F
 
 from speedlayer.core.durations import spark_interval
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
-from speedlayer.core.schemas import TEXT_LINE
-from speedlayer.decode.text import decode_lines
+from speedlayer.decode.text import TEXT_LINE, decode_lines
 from speedlayer.pipelines.base import DEAD_LETTERS, Job, Output, Params
 from speedlayer.pipelines.ops import flatten_window, with_watermark
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pyspark.sql import DataFrame, SparkSession
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.core.schemas import VEHICLE_EVENT, EventSchema
+from speedlayer.core.schemas import EventSchema
 from speedlayer.core.uris import Uri
 
 
@@ -39,8 +39,9 @@ class Source(ABC):
 
     def __init__(self, uri: Uri):
         self.uri = uri
-        #: the job's event schema (``plan_run`` sets it): sources that read columns (csv, parquet) name them after it
-        self.event_schema: EventSchema = VEHICLE_EVENT
+        #: the event schema of the stream it feeds (``plan_run`` sets it from the job; None until then):
+        #: sources that read columns (csv, parquet) name them after it
+        self.event_schema: EventSchema | None = None
         #: whether the run reads in continuous mode (``plan_run`` sets it): a source may read differently there
         self.continuous = False
 

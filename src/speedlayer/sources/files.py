@@ -40,6 +40,7 @@ from pyspark.sql import types as T
 
 from speedlayer.core.errors import ConfigError, SourceError
 from speedlayer.core.schemas import SPARK_TYPES
+from speedlayer.core.schemas import Field as EventField
 from speedlayer.core.uris import Uri, parse_options
 from speedlayer.sources.base import Source, snake_case_options
 
@@ -153,10 +154,18 @@ class FilesSource(Source):
         return lines.where(F.trim("value") != "").select(
             "value", "_metadata", F.concat_ws(":", "_metadata.file_path", (F.col("pos") + 1).cast("string")).alias("offset"))
 
+    def _fields(self) -> tuple[EventField, ...]:
+        """The event schema's fields, which CSV and parquet columns are read by."""
+        if self.event_schema is None:
+            raise ConfigError(f"files:// format={self.options.format} reads columns named after the job's event schema, "
+                              "and this source serves none: open it through a run (plan_run sets it), or set its "
+                              "event_schema (check_source_replay: schema=...)")
+        return self.event_schema.fields
+
     def _csv_rows(self, spark: SparkSession, reader: Any) -> DataFrame:
         # Read like JSON lines (whole files, numbered lines), so every row's offset is its line;
         # Spark's CSV reader exposes no row position. Blank lines are skipped, as Spark's reader does.
-        names = [f.name for f in self.event_schema.fields]
+        names = [f.name for f in self._fields()]
         text_schema = T.StructType([T.StructField(n, T.StringType()) for n in names + [_CORRUPT]]).simpleString()
         csv_options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
         files = reader.format("text").option("wholetext", "true").load(str(self.path))
@@ -177,11 +186,11 @@ class FilesSource(Source):
     def _parquet_rows(self, spark: SparkSession, reader: Any) -> DataFrame:
         df = reader.format("parquet").schema(self._parquet_schema(spark)).load(str(self.path))
         offset = F.concat_ws(":", "_metadata.file_path", (F.col("_metadata.row_index") + 1).cast("string"))
-        return df.select(_payload([f.name for f in self.event_schema.fields]).alias("value"), "_metadata", offset.alias("offset"))
+        return df.select(_payload([f.name for f in self._fields()]).alias("value"), "_metadata", offset.alias("offset"))
 
     def _parquet_schema(self, spark: SparkSession) -> T.StructType:
         """The event fields with the column types of the oldest parquet file present, else the wire types."""
-        wire = {f.name: SPARK_TYPES[f.kind] for f in self.event_schema.fields}
+        wire = {f.name: SPARK_TYPES[f.kind] for f in self._fields()}
         files = sorted((p for p in self.path.rglob("*.parquet") if not p.name.startswith((".", "_"))),
                        key=lambda p: p.stat().st_mtime) if self.path.is_dir() else []
         found = {}

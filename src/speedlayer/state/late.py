@@ -54,8 +54,9 @@ def late_schema(schema: EventSchema) -> T.StructType:
 
     A field named like a column the processor adds or reads is refused (ConfigError).
 
-    >>> from speedlayer.core.schemas import APP_ACTION
-    >>> late_schema(APP_ACTION).fieldNames()
+    >>> from speedlayer.core.schemas import Field
+    >>> ACTION = EventSchema("app action", (Field("id", "string"), Field("time", "timestamp"), Field("action", "string")), "time")
+    >>> late_schema(ACTION).fieldNames()
     ['id', 'time', 'action', 'window_start', 'window_end', 'missed_watermark', 'copies']
     """
     taken = {f.name for f in LATE_COLUMNS} | {OFFSET, GROUP} | ({EVENT_MS} - {schema.time_field})
@@ -69,8 +70,9 @@ def late_schema(schema: EventSchema) -> T.StructType:
 def input_columns(schema: EventSchema) -> tuple[str, ...]:
     """What the processor reads of each event: its fields, event time as ``EVENT_MS``, and ``OFFSET``.
 
-    >>> from speedlayer.core.schemas import APP_ACTION
-    >>> input_columns(APP_ACTION)
+    >>> from speedlayer.core.schemas import Field
+    >>> ACTION = EventSchema("app action", (Field("id", "string"), Field("time", "timestamp"), Field("action", "string")), "time")
+    >>> input_columns(ACTION)
     ('id', 'event_ms', 'action', 'offset')
     """
     return tuple(EVENT_MS if f.name == schema.time_field else f.name for f in schema.fields) + (OFFSET,)

@@ -25,7 +25,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from speedlayer.core.errors import ConfigError, QueryFailedError
-from speedlayer.core.schemas import VEHICLE_EVENT, EventSchema
+from speedlayer.core.schemas import EventSchema
 from speedlayer.runtime.stopping import first_line
 from speedlayer.sources import open_source
 from speedlayer.sources.base import Source
@@ -66,14 +66,15 @@ class _Recorder:
 
 
 def check_source_replay(spark: SparkSession, source: str | Source, *, replay_batch: int = 1,
-                        max_events: int | None = None, schema: EventSchema = VEHICLE_EVENT,
+                        max_events: int | None = None, schema: EventSchema | None = None,
                         columns: Sequence[str] = COLUMNS) -> SourceReport:
     """Read ``source`` (a URI, or a Source object, which is then reused for the replay) up to micro-batch
     ``replay_batch``, crash there, replay it; raise ``ReplayMismatch`` or ``OffsetProblem`` on a broken promise.
 
     The source must hold enough data for ``replay_batch + 1`` micro-batches (cap them with
     ``max_files_per_trigger=1``, ``max_records_per_trigger=N`` or ``rows_per_batch=N``); the
-    replayed batch must hold rows. ``schema`` names the columns of csv/parquet landing files.
+    replayed batch must hold rows. ``schema``, the events the source serves, names the columns of
+    csv/parquet landing files (e.g. ``speedlayer.VEHICLE_EVENT``).
 
     >>> check_source_replay(spark, "generator://?seed=3&rows_per_batch=500", max_events=2000).replayed_rows  # doctest: +SKIP
     500
@@ -102,7 +103,7 @@ def check_source_replay(spark: SparkSession, source: str | Source, *, replay_bat
     return SourceReport(first_source.describe(), len(first), read, replay_batch, len(again[replay_batch]))
 
 
-def _opened(source: str | Source, schema: EventSchema) -> Source:
+def _opened(source: str | Source, schema: EventSchema | None) -> Source:
     if isinstance(source, Source):
         return source
     opened = open_source(source)

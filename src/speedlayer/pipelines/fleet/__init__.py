@@ -16,11 +16,11 @@ from pyspark.sql import DataFrame
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
-from speedlayer.core.schemas import RIDE_REQUEST, VEHICLE_EVENT
 from speedlayer.decode.validate import Decoded
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.fleet.incidents import speeding_incidents
 from speedlayer.pipelines.fleet.options import FleetOptions, fleet_options
+from speedlayer.pipelines.fleet.schemas import RIDE_REQUEST, VEHICLE_EVENT
 from speedlayer.pipelines.fleet.windows import (
     drop_duplicate_events,
     overspeed_alerts,

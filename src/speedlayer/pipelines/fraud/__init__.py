@@ -23,10 +23,10 @@ from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, UPDATE
-from speedlayer.core.schemas import CARD_TRANSACTION
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.fraud.model import check_model, load_model, score
+from speedlayer.pipelines.fraud.schemas import CARD_TRANSACTION
 from speedlayer.pipelines.fraud.training import FRAUD_TRAINER
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
