@@ -45,6 +45,7 @@ _EXPORTS = {
     "LATE": "speedlayer.pipelines.base",
     "LazyOutputs": "speedlayer.pipelines.base",
     "Trainer": "speedlayer.pipelines.base",  # a model the job fits before it runs: speedlayer train JOB
+    "Positions": "speedlayer.pipelines.base",  # the entities the dashboard's map shows
     "APPEND": "speedlayer.core.modes",
     "UPDATE": "speedlayer.core.modes",
     "COMPLETE": "speedlayer.core.modes",

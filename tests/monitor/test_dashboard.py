@@ -9,7 +9,7 @@ import pytest
 
 from speedlayer.cli.app import main
 from speedlayer.core.errors import ConfigError
-from speedlayer.monitor.dashboard import open_server
+from speedlayer.monitor.dashboard import open_server, run_state
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.runtime.executors import ExecutorRecord, ExecutorWatch
 from speedlayer.runtime.plan import plan_run
@@ -59,6 +59,14 @@ def test_state_holds_queries_metrics_feeds_and_no_secret(served):
     assert windows["series"]["late_events_kept"] == [None]  # only the late query observes it
     assert state["feeds"]["alerts"][0]["event_id"] == "e-9"
     assert state["positions"][0]["vehicle_id"] == "V0001" and state["zones"]
+    assert state["map"] == {"key": "vehicle_id", "time": "event_time"}  # what the fleet declares
+
+
+def test_a_job_that_declares_no_positions_has_no_map(tmp_path):
+    settings = RunSettings(job="wordcount", source=f"files:{tmp_path}?format=text", sinks={"totals": "memory:t"},
+                           state_dir=str(tmp_path / "st"))
+    state = run_state(Run(None, plan_run(settings)), ResultsFeed())
+    assert state["map"] is None and state["zones"] == []
 
 
 def test_state_and_metrics_show_the_executors_and_the_lost_one(served):

@@ -14,7 +14,7 @@ from collections import Counter
 
 from pyspark.sql import functions as F
 
-from speedlayer import APPEND, Decoded, EventSchema, Field, Job, Output
+from speedlayer import APPEND, Decoded, EventSchema, Field, Job, Output, Positions
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.tap import start_tap
 from speedlayer.runtime.plan import plan_run
@@ -31,10 +31,10 @@ def land(landing, files: list[str]) -> None:
         os.utime(landing / f"f{i}.txt", (T0 + i, T0 + i))
 
 
-def tapped(spark, settings: RunSettings, job: Job | None = None) -> dict[int, dict]:
+def tapped(spark, settings: RunSettings, job: Job | None = None, feed: ResultsFeed | None = None) -> dict[int, dict]:
     """Run to the end of input with the tap beside it; what it fed the dashboard, by its batch id."""
     seen: dict[int, dict] = {}
-    feed = ResultsFeed()
+    feed = feed or ResultsFeed()
     original = feed.show_batch
 
     def keep(view) -> None:
@@ -100,3 +100,25 @@ def test_a_users_job_with_its_own_decoder_is_tapped_through_that_decoder(spark, 
     for batch_id, text in enumerate(files):
         want = {(m[1], float(m[2])) for m in re.finditer(r"^([a-z0-9]+);([0-9.]+)$", text, re.M) if float(m[2]) > 10}
         assert set(seen[batch_id]["big"].rows) == want
+
+
+COURIER_PING = EventSchema("courier ping", (Field("courier", "string"), Field("latitude", "double"),
+                                            Field("longitude", "double"), Field("t", "timestamp")), time_field="t")
+
+COURIERS = Job(name="couriers", summary="a user's job whose map shows its couriers", schema=COURIER_PING,
+               pipeline=lambda events, params: {"pings": events.drop("ingest_time", "offset")},
+               outputs={"pings": Output("pings", "every ping", (APPEND,), APPEND, False, ("courier", "t"))},
+               positions=Positions("courier", lat="latitude", lon="longitude"))
+
+
+def test_the_map_shows_the_entities_a_users_job_declares(spark, tmp_path):
+    def ping(courier, at, lat):
+        return f'{{"courier": "{courier}", "latitude": {lat}, "longitude": 2.35, "t": "2026-11-22T09:59:{at:02d}Z"}}\n'
+
+    land(tmp_path / "landing", [ping("c1", 1, 48.1) + ping("c2", 2, 48.2), ping("c1", 3, 48.3)])
+    settings = RunSettings(job="couriers", source=f"files:{tmp_path / 'landing'}?max_files_per_trigger=1",
+                           trigger="available-now", state_dir=str(tmp_path / "state"), sinks={"pings": "memory:tap_pings"})
+    feed = ResultsFeed()
+    tapped(spark, settings, COURIERS, feed)
+    positions = {p["courier"]: (p["lat"], p["lon"]) for p in feed.snapshot()["positions"]}
+    assert positions == {"c1": (48.3, 2.35), "c2": (48.2, 2.35)}

@@ -86,13 +86,21 @@ def _query_error(query: Any, tracked: Any) -> str | None:
     return None
 
 
-def _zones(run: Run) -> list[dict[str, Any]]:
-    try:
-        from speedlayer.core.zones import load_zones
-
-        return [dict(vars(z)) for z in load_zones(getattr(run.plan.params.options, "zones", None))]
-    except Exception:  # noqa: BLE001 — the map draws without its zones
+def _areas(run: Run) -> list[dict[str, Any]]:
+    """The rectangles the job's map draws under its positions (``Positions.areas``: the fleet's zones)."""
+    positions = run.plan.job.positions
+    if positions is None or positions.areas is None:
         return []
+    try:
+        return positions.areas(run.plan.params)
+    except Exception:  # noqa: BLE001 — the map draws without its areas
+        return []
+
+
+def _map(run: Run) -> dict[str, str] | None:
+    """What the page's map reads each position by: the entity's key and its time; None: the job has no map."""
+    positions = run.plan.job.positions
+    return None if positions is None else {"key": positions.key, "time": run.plan.job.schema.time_field}
 
 
 def run_state(run: Run, feed: ResultsFeed | None, zones: list | None = None) -> dict[str, Any]:
@@ -133,6 +141,7 @@ def run_state(run: Run, feed: ResultsFeed | None, zones: list | None = None) -> 
     }
     state.update(feed.snapshot() if feed is not None else {"latest": {}, "feeds": {}, "positions": []})
     state["zones"] = zones or []
+    state["map"] = _map(run)
     return state
 
 
@@ -235,7 +244,7 @@ class DashboardServer(ThreadingHTTPServer):
 
     def serve(self, run: Run, feed: ResultsFeed | None = None) -> None:
         self.registry = metrics_registry(run.plan.job.name, run.tracker, run.executors)
-        zones = _zones(run) if not self.metrics_only else []
+        zones = _areas(run) if not self.metrics_only else []
         self._state = lambda: run_state(run, feed, zones)
         self._thread = threading.Thread(target=self.serve_forever, name="speedlayer-dashboard", daemon=True)
         self._thread.start()

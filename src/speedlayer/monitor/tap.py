@@ -5,7 +5,7 @@ cheaply. The tap reads the same source and passes each micro-batch (a static Dat
 ``foreachBatch``) through the job as its run computes it (``runtime.build.batch_outputs``: the
 job's own decoder, pipeline and per-batch steps), then collects
 
-- the latest position of each entity, for events that carry ``lat``/``lon`` (the fleet's map), and
+- the latest position of each entity, for a job that declares them (``Job.positions``: the fleet's map), and
 - the newest rows of the job's stateless outputs (alerts, wordcount's batch counts) not already
   shown by a console sink.
 
@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("speedlayer.monitor")
 
-#: the position columns the map needs, and the entity key
-POSITION = ("lat", "lon")
-ENTITY_KEYS = ("vehicle_id",)
 #: rows of each tapped output kept per batch
 TAP_ROWS = 30
 
@@ -55,15 +52,12 @@ def start_tap(run: Run, feed: ResultsFeed) -> Any | None:
     except SpeedlayerError as exc:
         log.warning("speedlayer: the dashboard shows no map or feeds: %s", exc)
         return None
-    schema = plan.job.schema
-    names = [f.name for f in schema.fields]
-    key = next((k for k in ENTITY_KEYS if k in names), None)
+    schema, positions = plan.job.schema, plan.job.positions
     outputs = tapped_outputs(run, feed)
-    has_positions = key is not None and all(c in names for c in POSITION)
-    if not has_positions and not outputs:
+    if positions is None and not outputs:
         return None
     time_field = schema.time_field
-    extra = [f.name for f in schema.fields if f.name not in (key, *POSITION, time_field)
+    extra = [f.name for f in schema.fields if f.name not in (*(positions.fields if positions else ()), time_field)
              and f.kind == "double"]
 
     def collect(batch, batch_id: int) -> None:
@@ -77,10 +71,11 @@ def start_tap(run: Run, feed: ResultsFeed) -> Any | None:
         raw.persist()
         try:
             events, frames = batch_outputs(plan, raw, outputs, batch_id)
-            if has_positions:
-                latest = F.max_by(F.struct(*POSITION, *extra, time_field), time_field).alias("p")
-                rows = events.groupBy(key).agg(latest).select(key, "p.*").collect()
-                feed.set_positions(batch_id, [r.asDict() for r in rows], key)
+            if positions is not None:
+                where = (F.col(positions.lat).alias("lat"), F.col(positions.lon).alias("lon"))
+                latest = F.max_by(F.struct(*where, *extra, time_field), time_field).alias("p")
+                rows = events.groupBy(positions.key).agg(latest).select(positions.key, "p.*").collect()
+                feed.set_positions(batch_id, [r.asDict() for r in rows], positions.key)
             for name, frame in frames.items():
                 feed.show_batch(newest_rows(frame, batch_id, plan.job.name, name, TAP_ROWS))
         finally:

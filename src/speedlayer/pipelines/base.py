@@ -106,6 +106,29 @@ class Trainer:
 
 
 @dataclass(frozen=True)
+class Positions:
+    """Where a job's events put an entity, for the dashboard's map: the field naming it and its position.
+
+    The map shows each entity's latest position (``lat``, ``lon``: fields in degrees), with the
+    event's other number fields. ``areas(params)``, when given, returns rectangles drawn under the
+    positions: dicts with ``name``, ``min_lat``, ``max_lat``, ``min_lon``, ``max_lon`` (the fleet's
+    speed-limit zones also carry ``speed_limit_kmh``, which the map labels them with).
+
+    >>> Positions("courier_id").fields
+    ('courier_id', 'lat', 'lon')
+    """
+
+    key: str
+    lat: str = "lat"
+    lon: str = "lon"
+    areas: Callable[[Params], list[dict[str, Any]]] | None = None
+
+    @property
+    def fields(self) -> tuple[str, str, str]:
+        return (self.key, self.lat, self.lon)
+
+
+@dataclass(frozen=True)
 class Job:
     """A job: ``pipeline(events, params, **inputs)`` returns a DataFrame for each output except dead letters."""
 
@@ -141,9 +164,13 @@ class Job:
     definition: str | None = None
     #: the model it fits in batch before it runs (``speedlayer train JOB``); None: it has none
     trainer: Trainer | None = None
+    #: the entities the dashboard's map shows, by the fields of ``schema`` naming them and their
+    #: position; None: the job has no map
+    positions: Positions | None = None
 
     def __post_init__(self) -> None:
-        """Checks the dedup key, and keys the ``late`` output (the name is reserved for ``LATE``) by it."""
+        """Checks the map's fields and the dedup key, and keys the ``late`` output (the name is reserved for ``LATE``) by it."""
+        _check_positions(self)
         late = self.outputs.get(LATE.name)
         if isinstance(self.dedup_key, list):
             object.__setattr__(self, "dedup_key", tuple(self.dedup_key))
@@ -209,6 +236,15 @@ def check_dedup_key(job: Job, late: bool) -> None:
     problems = key_problems(job.dedup_fields, fields, job.schema.time_field, late=late)
     if problems:
         raise ConfigError(f"job {job.name!r}: dedup_key {problems[0]}")
+
+
+def _check_positions(job: Job) -> None:
+    """Refuse a map of fields the job's events do not have."""
+    fields = [f.name for f in job.schema.fields]
+    missing = [f for f in job.positions.fields if f not in fields] if job.positions else []
+    if missing:
+        raise ConfigError(f"job {job.name!r}: positions name {', '.join(map(repr, missing))}, not fields of its events "
+                          f"({', '.join(fields)}): name the entity's key and its lat/lon fields")
 
 
 class LazyOutputs(Mapping[str, DataFrame]):

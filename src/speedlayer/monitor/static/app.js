@@ -111,17 +111,20 @@ function charts(s) {
   Charts.histogram($("#hist-latency"), d.latency_event_p50.map(sec), { color: Charts.COLORS[1], empty: "no latency yet" });
 }
 
-function openIncidents(s) {
-  // vehicles in the latest rows of an `incidents` output that are not closed
+function openIncidents(s, key) {
+  // entities in the latest rows of an `incidents` output that are not closed
   const rows = (s.feeds.incidents || []).concat(((s.latest.incidents || {}).rows || []).map(r =>
     Object.fromEntries(s.latest.incidents.columns.map((c, i) => [c, r[i]]))));
   const closed = r => (r.status && String(r.status).toLowerCase() !== "open") || r.closed === true ||
     ["end_time", "ended_at", "closed_at"].some(k => k in r && r[k] != null);
-  return new Set(rows.filter(r => !closed(r)).map(r => r.vehicle_id));
+  return new Set(rows.filter(r => !closed(r)).map(r => r[key]));
 }
 
 function map(s) {
-  const canvas = $("#map"), pos = s.positions || [];
+  // the job declares what its map shows (Job.positions): the entity's key and its time; none: no map
+  $("#map-box").style.display = s.map ? "" : "none";
+  if (!s.map) return;
+  const canvas = $("#map"), pos = s.positions || [], key = s.map.key;
   const ratio = window.devicePixelRatio || 1, w = canvas.clientWidth, h = canvas.clientHeight;
   canvas.width = w * ratio; canvas.height = h * ratio;
   const ctx = canvas.getContext("2d"); ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
@@ -144,20 +147,22 @@ function map(s) {
     ctx.fillRect(x0, y0, x1 - x0, y1 - y0); ctx.strokeRect(x0, y0, x1 - x0, y1 - y0);
     ctx.fillStyle = "#5d6b7a"; ctx.fillText(`${z.name} · ${z.speed_limit_kmh} km/h`, x0 + 3, y0 + 11);
   });
-  const open = openIncidents(s);
+  const open = openIncidents(s, key);
   pos.slice().sort((p, q) => (p.speed_kmh || 0) - (q.speed_kmh || 0)).forEach(p => {
     ctx.fillStyle = speedColor(p.speed_kmh || 0);
     ctx.beginPath(); ctx.arc(X(p.lon), Y(p.lat), 2.4, 0, 7); ctx.fill();
-    if (open.has(p.vehicle_id)) { ctx.strokeStyle = "#fff"; ctx.lineWidth = 1.5; ctx.beginPath(); ctx.arc(X(p.lon), Y(p.lat), 6, 0, 7); ctx.stroke(); }
+    if (open.has(p[key])) { ctx.strokeStyle = "#fff"; ctx.lineWidth = 1.5; ctx.beginPath(); ctx.arc(X(p.lon), Y(p.lat), 6, 0, 7); ctx.stroke(); }
   });
   canvas.dataset.incidents = String(open.size);
 }
 
 function speeders(s) {
   const body = $("#speeders tbody"); body.replaceChildren();
+  $("#speeders-box").style.display = s.map ? "" : "none";
+  if (!s.map) return;
   (s.positions || []).slice().sort((p, q) => (q.speed_kmh || 0) - (p.speed_kmh || 0)).slice(0, 10).forEach(p => {
     const sp = el("td", {}, (p.speed_kmh || 0).toFixed(1)); sp.style.color = speedColor(p.speed_kmh || 0);
-    body.append(el("tr", {}, el("td", {}, p.vehicle_id), sp, el("td", {}, when(p.event_time).slice(11))));
+    body.append(el("tr", {}, el("td", {}, p[s.map.key]), sp, el("td", {}, when(p[s.map.time]).slice(11))));
   });
 }
 

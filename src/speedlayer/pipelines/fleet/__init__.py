@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
 from speedlayer.decode.validate import Decoded
-from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
+from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params, Positions
 from speedlayer.pipelines.fleet.incidents import speeding_incidents
 from speedlayer.pipelines.fleet.options import FleetOptions, fleet_options
 from speedlayer.pipelines.fleet.schemas import RIDE_REQUEST, VEHICLE_EVENT
@@ -111,6 +111,13 @@ def _check_incidents(params: Params, mode: str) -> None:
                           "(--output-mode incidents=update) to a sink that replaces rows by key (postgresql, mysql, console)")
 
 
+def _zone_areas(params: Params) -> list[dict]:
+    """The speed-limit zones, drawn under the vehicles on the dashboard's map."""
+    from speedlayer.core.zones import load_zones
+
+    return [dict(vars(z)) for z in load_zones(fleet_options(params).zones)]
+
+
 def _shared_paths(params: Params) -> dict[str, Path]:
     """The incidents' initial-state table, when it is a local path: executors read it."""
     initial = fleet_options(params).incident_initial_state
@@ -160,4 +167,5 @@ FLEET = Job(
     inputs={"rides": RIDE_REQUEST},
     options=FleetOptions,
     shared_paths=_shared_paths,
+    positions=Positions("vehicle_id", areas=_zone_areas),
 )
