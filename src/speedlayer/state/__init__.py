@@ -1,1 +1,1 @@
-"""Stateful processors (``transformWithStateInPandas``): per-key state, timers, initial state, TTL."""
+"""Generic stateful processors (``transformWithStateInPandas``); a job's own live with the job (``pipelines.fleet``)."""

@@ -18,7 +18,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
 from speedlayer.decode.validate import Decoded
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params, Positions
-from speedlayer.pipelines.fleet.incidents import speeding_incidents
+from speedlayer.pipelines.fleet.incidents import check_initial_state, speeding_incidents
 from speedlayer.pipelines.fleet.options import FleetOptions, fleet_options
 from speedlayer.pipelines.fleet.schemas import RIDE_REQUEST, VEHICLE_EVENT
 from speedlayer.pipelines.fleet.windows import (
@@ -31,7 +31,6 @@ from speedlayer.pipelines.fleet.windows import (
 )
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
-from speedlayer.state.incidents import check_initial_state
 
 
 def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = None) -> Mapping[str, DataFrame]:

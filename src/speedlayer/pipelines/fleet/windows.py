@@ -50,7 +50,7 @@ def speed_windows(events: DataFrame, params: Params) -> DataFrame:
 
 def windows_with_lateness(events: DataFrame, params: Params) -> DataFrame:
     """``speed_windows`` plus a ``revision``, with closed windows corrected by events up to
-    ``params.allowed_lateness_ms`` behind the watermark (see ``speedlayer.state.lateness``).
+    ``params.allowed_lateness_ms`` behind the watermark (see ``speedlayer.pipelines.fleet.lateness``).
 
     Takes decoded events without a watermark: this query's Spark watermark is watermark + lateness,
     so that Spark does not drop the events the windows may still take. A static DataFrame has no

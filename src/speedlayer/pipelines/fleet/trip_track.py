@@ -6,7 +6,7 @@ multiple of ``max_trip_us`` since the epoch. A trip is final once the watermark 
 ping plus the gap: any ping still to come is after the watermark, so more than the gap later.
 
 A trip holds its start, its last ping and running sums, never its path: its state is the same
-size after ten pings and after ten thousand. ``speedlayer.state.trips`` keeps many vehicles' trips
+size after ten pings and after ten thousand. ``speedlayer.pipelines.fleet.trips`` keeps many vehicles' trips
 in one state value and calls ``advance`` for each vehicle with pings the watermark passed, in
 event-time order.
 

@@ -1,6 +1,6 @@
 """The incidents rules without Spark: one vehicle's track, and ``advance``, which applies pings to it.
 
-``speedlayer.state.incidents`` keeps many vehicles' tracks in one state value and calls
+``speedlayer.pipelines.fleet.incidents`` keeps many vehicles' tracks in one state value and calls
 ``advance`` for each vehicle that has pings the watermark passed, in event-time order.
 """
 

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from speedlayer.state.trip_track import TripRules
-from speedlayer.state.trips import OUTPUT_COLUMNS, TripProcessor
+from speedlayer.pipelines.fleet.trip_track import TripRules
+from speedlayer.pipelines.fleet.trips import OUTPUT_COLUMNS, TripProcessor
 from tests import oracle
 
 GAP, MAX_TRIP = timedelta(minutes=1), timedelta(minutes=10)

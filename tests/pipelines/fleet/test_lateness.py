@@ -1,7 +1,7 @@
 """Windows with allowed lateness under TwsTester: revision 0 at close, corrections, state dropped after the bound.
 
 The tester's watermark is Spark's watermark of the windows query, which runs ``L`` behind the real
-one (W' = W - L; see ``speedlayer.state.lateness``). Window 10 s, lateness 30 s.
+one (W' = W - L; see ``speedlayer.pipelines.fleet.lateness``). Window 10 s, lateness 30 s.
 """
 
 import random
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from speedlayer.state.lateness import OUTPUT_COLUMNS, WindowsProcessor
+from speedlayer.pipelines.fleet.lateness import OUTPUT_COLUMNS, WindowsProcessor
 
 WINDOW, LATENESS = 10_000, 30_000
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from speedlayer.state.incidents import INITIAL_STATE_COLUMNS, OUTPUT_COLUMNS, IncidentProcessor, IncidentRules
+from speedlayer.pipelines.fleet.incidents import INITIAL_STATE_COLUMNS, OUTPUT_COLUMNS, IncidentProcessor, IncidentRules
 
 RULES = IncidentRules(after_ms=10_000, timeout_ms=30_000)
 LIMIT = 50.0
