@@ -6,7 +6,7 @@ over the zones table, and 10 s tumbling windows per vehicle, in append mode. No 
 no dead letters: a payload that fails to parse simply becomes a row of nulls.
 
 The one thing it borrows from speedlayer is its *input*: ``raw_stream``/``raw_batch`` call
-``speedlayer.sources.generator.vehicle_events`` on Spark's ``rate-micro-batch`` source (or
+``speedlayer.pipelines.fleet.vehicle_kind.vehicle_events`` on Spark's ``rate-micro-batch`` source (or
 ``spark.range``), so both sides of the benchmark read byte-for-byte the same JSON payloads.
 The zones come from the same CSV file speedlayer ships (data, not code).
 
@@ -87,7 +87,7 @@ def _generator(uri: str):
 
 def raw_stream(spark: SparkSession, uri: str) -> DataFrame:
     """RAW rows from ``rate-micro-batch`` (the generator URI must have rows_per_batch and start)."""
-    from speedlayer.sources.generator import vehicle_events
+    from speedlayer.pipelines.fleet.vehicle_kind import vehicle_events
 
     source = _generator(uri)
     opts = source.options
@@ -102,7 +102,7 @@ def raw_stream(spark: SparkSession, uri: str) -> DataFrame:
 
 def raw_batch(spark: SparkSession, uri: str, events: int) -> DataFrame:
     """The same RAW rows for events 0 .. events-1 as a static DataFrame."""
-    from speedlayer.sources.generator import vehicle_events
+    from speedlayer.pipelines.fleet.vehicle_kind import vehicle_events
 
     source = _generator(uri)
     seq = spark.range(0, events, numPartitions=source.options.partitions or spark.sparkContext.defaultParallelism)

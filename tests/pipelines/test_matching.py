@@ -7,8 +7,8 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.core.geo import haversine_km
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.geo import haversine_km
 from speedlayer.pipelines.fleet.matching import ride_matches
 from speedlayer.pipelines.fleet.options import FleetOptions
 from speedlayer.pipelines.fleet.schemas import RIDE_REQUEST, VEHICLE_EVENT

@@ -20,10 +20,10 @@ from speedlayer.core import plugins
 
 #: speedlayer's own kinds, as its pyproject.toml declares them (used when its metadata is missing)
 BUILTIN_KINDS = {
-    "vehicles": "speedlayer.sources.generator:vehicle_events",
+    "vehicles": "speedlayer.pipelines.fleet.vehicle_kind:vehicle_events",
     "actions": "speedlayer.sources.generator_actions:action_events",
     "transactions": "speedlayer.sources.generator_transactions:transaction_events",
-    "rides": "speedlayer.sources.generator_rides:ride_events",
+    "rides": "speedlayer.pipelines.fleet.ride_kind:ride_events",
 }
 
 

@@ -112,7 +112,7 @@ def _check_incidents(params: Params, mode: str) -> None:
 
 def _zone_areas(params: Params) -> list[dict]:
     """The speed-limit zones, drawn under the vehicles on the dashboard's map."""
-    from speedlayer.core.zones import load_zones
+    from speedlayer.pipelines.fleet.zones import load_zones
 
     return [dict(vars(z)) for z in load_zones(fleet_options(params).zones)]
 

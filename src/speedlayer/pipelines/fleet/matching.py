@@ -13,8 +13,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.core.geo import grid_cell, haversine_km, nearby_cells
 from speedlayer.pipelines.base import Params
+from speedlayer.pipelines.fleet.geo import grid_cell, haversine_km, nearby_cells
 from speedlayer.pipelines.fleet.options import fleet_options
 from speedlayer.pipelines.fleet.windows import drop_duplicate_events
 from speedlayer.pipelines.ops import with_watermark

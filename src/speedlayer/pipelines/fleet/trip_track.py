@@ -25,7 +25,7 @@ from dataclasses import astuple, dataclass, fields
 import numpy as np
 import pyarrow as pa
 
-from speedlayer.core.geo import NUMPY, haversine_km
+from speedlayer.pipelines.fleet.geo import NUMPY, haversine_km
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.core.durations import spark_interval
-from speedlayer.core.zones import load_zones, zone_of
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.fleet.options import fleet_options
+from speedlayer.pipelines.fleet.zones import load_zones, zone_of
 from speedlayer.pipelines.ops import flatten_window, with_watermark
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.core.zones import load_zones
+from speedlayer.pipelines.fleet.zones import load_zones
 
 
 def test_built_in_table_ends_with_a_catch_all_zone():

@@ -18,7 +18,7 @@ import math
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.sources.generator import _KM_PER_DEG_LAT, _KM_PER_DEG_LON, vehicle_path
+from speedlayer.pipelines.fleet.vehicle_kind import KM_PER_DEG_LAT, KM_PER_DEG_LON, vehicle_path
 from speedlayer.sources.generator_kit import GeneratorOptions, corrupt, iso_time, metadata, timeline, uniform
 
 #: farthest a pickup lies from the vehicle it was placed by, in km
@@ -45,8 +45,8 @@ def ride_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFr
         "n", "src",
         F.format_string("r-%07d", src).alias("request_id"),
         F.format_string("R%05d", c("rider")).alias("rider_id"),
-        F.round(c("lat") + spread_km * F.sin(bearing) / _KM_PER_DEG_LAT, 6).alias("pickup_lat"),
-        F.round(c("lon") + spread_km * F.cos(bearing) / _KM_PER_DEG_LON, 6).alias("pickup_lon"),
+        F.round(c("lat") + spread_km * F.sin(bearing) / KM_PER_DEG_LAT, 6).alias("pickup_lat"),
+        F.round(c("lon") + spread_km * F.cos(bearing) / KM_PER_DEG_LON, 6).alias("pickup_lon"),
         iso_time(c("event_ms")).alias("request_time"),
     )
     good = F.to_json(F.struct(*PAYLOAD_FIELDS))
