@@ -95,8 +95,9 @@ def key_columns(schema: EventSchema, key: str | Sequence[str]) -> tuple[str, ...
     """The processor's input columns of a dedup key: the event time is read as ``EVENT_MS``, so a late
     row's time, shown to the millisecond, is keyed to the millisecond too.
 
-    >>> from speedlayer.core.schemas import APP_ACTION
-    >>> key_columns(APP_ACTION, ("id", "time"))
+    >>> from speedlayer.core.schemas import Field
+    >>> ACTION = EventSchema("app action", (Field("id", "string"), Field("time", "timestamp"), Field("action", "string")), "time")
+    >>> key_columns(ACTION, ("id", "time"))
     ('id', 'event_ms')
     """
     return tuple(EVENT_MS if name == schema.time_field else name for name in key_fields(key))
