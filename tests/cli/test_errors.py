@@ -29,11 +29,11 @@ def run(capsys, *argv):
     (["run", "fleet", "--max-ahead", "soon"], "invalid --max-ahead 'soon'"),
     (["run", "fleet", "--max-ahead", "2d"], "--max-ahead 2d is over a day"),
     (["run", "fleet", "--master", "spark://h:7077", "--ship", "/no/env.tar.gz"], "--ship /no/env.tar.gz: no such archive"),
-    # --- speeding incidents (issue 4) ---
+    # --- speeding incidents ---
     (["run", "fleet", "--sink", "incidents=console:", "--incident-after", "0s"], "--incident-after must be longer than zero"),
     (["run", "fleet", "--sink", "incidents=console:", "--incident-timeout", "0"], "--incident-timeout must be longer than zero"),
     (["run", "fleet", "--sink", "incidents=parquet:out/i", "--incident-updates"], "write it in update mode"),
-    # --- allowed lateness (issue 4: late data) ---
+    # --- allowed lateness (late data) ---
     (["run", "fleet", "--allowed-lateness", "0"], "--allowed-lateness must be longer than zero"),
     (["run", "fleet", "--allowed-lateness", "-1s"], "invalid --allowed-lateness '-1s'"),
     (["run", "wordcount", "--allowed-lateness", "30s"], "no such option --allowed-lateness for job 'wordcount'"),

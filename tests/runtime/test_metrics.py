@@ -147,7 +147,7 @@ def test_terminal_view_shows_the_executors_and_the_last_lost_one(tmp_path):
     assert "executors 1 (1 lost), 2 cores · last lost: 1 at 13:34:02Z (Worker lost)" in view.console.export_text()
 
 
-# --- late events kept (issue 6) ---
+# --- late events kept ---
 LATE_RECORDED = json.loads((Path(__file__).parent / "data" / "fleet_late_progress.json").read_text())
 
 

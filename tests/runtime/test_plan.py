@@ -35,7 +35,7 @@ def test_a_job_object_that_is_not_registered_is_planned_under_its_own_name():
 
 @pytest.mark.parametrize("kwargs,match", [
     ({"sinks": {"speeds": "console:"}}, "has no output 'speeds': its outputs are windows, sliding, alerts, dead-letters"),
-    # --- speeding incidents and late events (issue 4) ---
+    # --- speeding incidents and late events ---
     ({"sinks": {"incidents": "console:"}, "incident_after": "0s"}, "--incident-after must be longer than zero"),
     ({"sinks": {"incidents": "console:"}, "incident_timeout": "-5s"}, "invalid --incident-timeout '-5s'"),
     ({"sinks": {"incidents": "parquet:out/i"}, "incident_updates": True},
@@ -195,7 +195,7 @@ def test_source_warnings_become_plan_notes():
     assert any("not fault-tolerant" in note for note in p.notes)
 
 
-# --- allowed lateness (issue 4: late data) ---
+# --- allowed lateness (late data) ---
 
 @pytest.mark.parametrize("kwargs,match", [
     ({"allowed_lateness": "0"}, "--allowed-lateness must be longer than zero"),
