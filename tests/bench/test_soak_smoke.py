@@ -167,7 +167,9 @@ def test_a_short_soak_samples_judges_and_checks_its_outputs(tmp_path):
     last = results["samples"][-1]
     assert 100 < last["rss_mb"]["driver_jvm"] < 20_000 and 20 < last["rss_mb"]["cli_python"] < 5_000
     assert 0 < last["jvm"]["heap_used_mb"] <= last["jvm"]["heap_committed_mb"]
-    assert sum(last["queries"]["fleet_windows"]["state_rows"].values()) > 0
+    # state sampled (not necessarily in the last sample: a batch without data can evict every window first)
+    assert any(sum(s["queries"]["fleet_windows"]["state_rows"].values()) > 0
+               for s in results["samples"] if "fleet_windows" in s["queries"])
     assert last["disk_mb"]["checkpoints"] > 0 and last["disk_mb"]["output windows"] > 0
     assert named["rss driver jvm"]["first_half"]["samples"] >= 3  # sampled through both halves
     check = results["oracle"]
