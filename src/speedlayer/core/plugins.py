@@ -208,8 +208,7 @@ def check_subclass(name: str, value: Any, base: type, kind: str) -> str | None:
     """Why ``value`` cannot be the ``kind`` of scheme ``name`` (None: it can): a concrete subclass of ``base``
     whose ``scheme`` (or one of its ``aliases``) is the entry point's name."""
     if not (isinstance(value, type) and issubclass(value, base)):
-        what = f"the class {value.__name__}" if isinstance(value, type) else f"a {type(value).__name__}"
-        return f"is {what}, not a subclass of speedlayer's {base.__name__}"
+        return f"is {kind_of(value)}, not a subclass of speedlayer's {base.__name__}"
     if inspect.isabstract(value):
         missing = ", ".join(sorted(value.__abstractmethods__))
         return f"is an abstract {kind} (it lacks {missing})"

@@ -30,7 +30,7 @@ BUILTIN_KINDS = {
 def _check(name: str, value: Any) -> str | None:
     if callable(value) and not isinstance(value, type):
         return None
-    what = f"the class {value.__name__}" if isinstance(value, type) else repr(value)[:60]
+    what = plugins.kind_of(value) if isinstance(value, type) else repr(value)[:60]
     return f"is {what}, not a function kind(seq, opts, start_ms) returning RAW rows"
 
 
