@@ -7,7 +7,8 @@
 Runs the fleet job as a user would, from the CLI in a subprocess (``speedlayer run fleet`` on
 ``generator://?rate=R&vehicles=2000&seed=7``, ``--no-live``, ``--metrics-port``), with windows,
 alerts, incidents, trips, late events and dead letters written to Parquet under a temporary
-directory. Every ``--every`` seconds a sample records (``soak_probe.py``):
+directory. Once every output has finished a batch (start-up is not what a soak measures; it is
+recorded as ``up_after_s``), every ``--every`` seconds a sample records (``soak_probe.py``):
 
 - resident memory (VmRSS) of the driver JVM, of Spark's Python workers together (the sum over the
   Python processes below the JVM: forked workers share pages, so the sum overstates what they take
@@ -50,13 +51,15 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 from soak_oracle import check  # noqa: E402
-from soak_probe import Probe  # noqa: E402
+from soak_probe import Probe, scrape  # noqa: E402
 from soak_trend import verdict, warmup_minutes  # noqa: E402
 
 OUTPUTS = ("windows", "alerts", "incidents", "trips", "late", "dead-letters")
 #: the CLI stops itself this long after the soak's end if the soak died without stopping it
 BACKSTOP_S = 900
 STOP_TIMEOUT_S = 240
+#: how long the run may take to finish a first batch of every output before the soak gives up
+STARTUP_TIMEOUT_S = 600
 
 
 def free_port() -> int:
@@ -86,8 +89,20 @@ def stop(process: subprocess.Popen) -> dict:
     return {"exit_code": code, "stop_s": round(time.monotonic() - began, 1), "killed": killed}
 
 
+def wait_until_up(process: subprocess.Popen, probe: Probe, timeout_s: float = STARTUP_TIMEOUT_S) -> float | None:
+    """Seconds from launch until every output's query has finished a batch (None: the run ended or
+    ``timeout_s`` passed first). A soak's minutes count from there: start-up is not what it measures."""
+    began, wanted = time.monotonic(), {f"fleet_{o.replace('-', '_')}" for o in OUTPUTS}
+    while process.poll() is None and time.monotonic() - began < timeout_s:
+        queries = scrape(probe.metrics_url) or {}
+        if all(queries.get(q, {}).get("batches", 0) >= 1 for q in wanted):
+            return round(time.monotonic() - began, 1)
+        time.sleep(1)
+    return None
+
+
 def sample_run(process: subprocess.Popen, probe: Probe, minutes: float, every: float) -> list[dict]:
-    """A sample every ``every`` seconds from launch until ``minutes`` have passed (or the run ends)."""
+    """A sample every ``every`` seconds from now until ``minutes`` have passed (or the run ends)."""
     began, samples = time.monotonic(), []
     while True:
         due = began + (len(samples) + 1) * every
@@ -244,12 +259,19 @@ def soak_run(args: argparse.Namespace, uri: str, work: Path) -> dict:
         probe = Probe(process.pid, f"http://127.0.0.1:{port}/metrics", work / "state" / "checkpoints",
                       {o: work / "out" / o for o in OUTPUTS})
         try:
-            samples = sample_run(process, probe, args.minutes, args.every)
-            ended_early = process.poll() is not None
+            up_after_s = wait_until_up(process, probe)
+            if up_after_s is None:
+                print(f"  the run finished no batch of every output within {STARTUP_TIMEOUT_S} s; see {work / 'run.log'}",
+                      flush=True)
+                samples = []
+            else:
+                print(f"  every output finished a batch {up_after_s} s after launch; sampling from now", flush=True)
+                samples = sample_run(process, probe, args.minutes, args.every)
+            ended_early = up_after_s is None or process.poll() is not None
         finally:
             stopped = stop(process)
     tail = (work / "run.log").read_text(errors="replace").splitlines()[-40:]
-    return {"run_command": shlex.join(command), "ended_early": ended_early, "stop": stopped,
+    return {"run_command": shlex.join(command), "up_after_s": up_after_s, "ended_early": ended_early, "stop": stopped,
             "run_log_tail": tail if ended_early or stopped["exit_code"] else [], "samples": samples}
 
 
