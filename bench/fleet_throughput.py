@@ -195,10 +195,7 @@ def start_speedlayer(spark, args: argparse.Namespace, tmp: Path, uri: str, table
     sinks = {name: f"memory:{table}" if i == 0 else f"memory:{table}_{name.replace('-', '_')}"
              for i, name in enumerate(outputs)}
     settings = RunSettings(job="fleet", source=uri, sinks=sinks, state_dir=str(tmp / "state"), master=args.master)
-    plan = plan_run(settings)
-    if args.sink == "noop":
-        for planned in plan.queries:
-            planned.sink = _noop_sink()
+    plan = plan_run(settings, sinks={name: _noop_sink() for name in outputs} if args.sink == "noop" else None)
     run = Run(spark, plan)
     run.start()
     return run, run.queries[0]

@@ -77,7 +77,7 @@ _EXPORTS = {
     "run": "speedlayer.runtime.handle",
     "RunHandle": "speedlayer.runtime.handle",
     "QueryStatus": "speedlayer.runtime.handle",
-    "RunSummary": "speedlayer.runtime.run",
+    "RunSummary": "speedlayer.runtime.summary",
     # errors
     "SpeedlayerError": "speedlayer.core.errors",
     "ConfigError": "speedlayer.core.errors",

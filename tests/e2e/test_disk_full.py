@@ -23,7 +23,6 @@ import pytest
 from speedlayer.core.errors import EnvironmentProblem, QueryFailedError
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
-from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 from tests import oracle
 from tests.e2e.killing import batch_ids, query_state
@@ -176,10 +175,9 @@ def test_a_state_dir_on_a_full_disk_is_refused_in_one_line_before_spark_starts(s
         f"error: the disk under {state} is full (No space left on device): free space there or move it to a larger disk, "
         "then run the same command again: it resumes from the last committed batch"], result.stderr
     # in this process: the same refusal, and no lock left behind once space is freed
-    plan = plan_run(RunSettings(job="fleet", state_dir=str(state), sinks={"windows": "memory:full_disk"}))
+    run = Run(None, plan_run(RunSettings(job="fleet", state_dir=str(state), sinks={"windows": "memory:full_disk"})))
     with pytest.raises(EnvironmentProblem, match="the disk under .* is full"):
-        plan.lock_state()
-        prepare_state(plan)
+        run.prepare()
     (small_disk / "filler").unlink()
-    plan.lock_state()
-    plan.unlock_state()
+    run.prepare()
+    run.cleanup()

@@ -26,7 +26,7 @@ def get(url: str) -> tuple[int, str, str]:
 
 @pytest.fixture
 def served(tmp_path):
-    settings = RunSettings(job="fleet", sinks={"windows": "memory:w",
+    settings = RunSettings(job="fleet", sinks={"windows": "memory:",
                                                "alerts": "postgresql://app:hunter2@db:5432/fleet"},
                            state_dir=str(tmp_path / "st"))
     run = Run(None, plan_run(settings))  # planned, not started: the server needs no Spark

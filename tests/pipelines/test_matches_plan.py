@@ -9,7 +9,7 @@ import pytest
 from speedlayer.core.errors import ConfigError
 from speedlayer.pipelines.fleet.schemas import RIDE_REQUEST
 from speedlayer.runtime.plan import plan_run
-from speedlayer.runtime.run_state import pin_at_start, prepare_state
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 
 MATCHES = {"matches": "console:"}
@@ -76,10 +76,10 @@ def test_ride_requests_share_the_generators_clock_across_restarts(tmp_path):
 
 def test_ride_requests_keep_the_generators_clock_when_it_starts_with_the_queries(tmp_path):
     p = plan(state_dir=str(tmp_path / "st"), source="generator://?seed=3", sinks=MATCHES)
-    prepare_state(p)
+    state = prepare_state(p)
     chosen = p.source.start_ms
     time.sleep(0.05)
-    pin_at_start(p)
+    state.pin_at_start()
     assert p.inputs["rides"].start_ms == p.source.start_ms > chosen
     state = json.loads((tmp_path / "st" / "speedlayer-run.json").read_text())["run_state"]
     assert state["generator_start_ms"] == state["inputs"]["rides"]["generator_start_ms"] == p.source.start_ms

@@ -11,7 +11,7 @@ import pytest
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.runtime.plan import plan_run
-from speedlayer.runtime.run_state import pin_at_start, prepare_state
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 from tests.runtime.shop import ORDER, SHOP
 
@@ -109,9 +109,9 @@ def test_a_users_source_gives_a_second_stream_its_default_source(ticks, tmp_path
 
 def test_a_second_stream_of_a_users_source_keeps_its_clock_across_the_start_and_restarts(ticks, tmp_path):
     first = refunds_plan(tmp_path, "ticks://")
-    prepare_state(first)
+    first_state = prepare_state(first)
     assert first.inputs["refunds"].start_ms == first.source.start_ms == 1_000
-    pin_at_start(first)  # the main source chose its clock anew: the second stream follows
+    first_state.pin_at_start()  # the main source chose its clock anew: the second stream follows
     assert first.inputs["refunds"].start_ms == first.source.start_ms == 5_000
 
     again = refunds_plan(tmp_path, "ticks://")
@@ -121,8 +121,7 @@ def test_a_second_stream_of_a_users_source_keeps_its_clock_across_the_start_and_
 
 def test_a_second_stream_given_its_own_clock_keeps_it(ticks, tmp_path):
     p = refunds_plan(tmp_path, "ticks://", inputs={"refunds": "ticks://?kind=refunds&start=42"})
-    prepare_state(p)
-    pin_at_start(p)
+    prepare_state(p).pin_at_start()
     assert (p.source.start_ms, p.inputs["refunds"].start_ms) == (5_000, 42)
 
 

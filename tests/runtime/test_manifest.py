@@ -62,8 +62,10 @@ def test_a_changed_resume_goes_on_when_the_user_says_so(tmp_path):
     state = tmp_path / "st"
     prepared(state)
     with_progress(state)
-    plan = prepared(state, window="20s", allow_changed_settings=True)
-    assert any("window 10s → 20s" in note and "--allow-changed-settings" in note for note in plan.notes)
+    plan = plan_run(RunSettings(job="fleet", source="generator://?seed=3", state_dir=str(state), window="20s",
+                                allow_changed_settings=True))
+    notes = prepare_state(plan).notes
+    assert any("window 10s → 20s" in note and "--allow-changed-settings" in note for note in notes)
     assert json.loads((state / MANIFEST).read_text())["settings"]["window"] == "20s"
 
 

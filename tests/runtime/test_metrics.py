@@ -115,7 +115,7 @@ def test_terminal_view_shows_rates_and_latency(tmp_path):
     from speedlayer.runtime.run import Run
     from speedlayer.runtime.settings import RunSettings
 
-    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}, state_dir=str(tmp_path))))
+    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:"}, state_dir=str(tmp_path))))
     run.tracker.record(RECORDED[0])
     console = Console(record=True, width=200)
     console.print(rates_table(run))
@@ -132,7 +132,7 @@ def test_terminal_view_shows_the_executors_and_the_last_lost_one(tmp_path):
     from speedlayer.runtime.run import Run
     from speedlayer.runtime.settings import RunSettings
 
-    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}, state_dir=str(tmp_path))))
+    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:"}, state_dir=str(tmp_path))))
     view = LiveView(Console(record=True, width=200))
     view._run = run
     view.console.print(view)

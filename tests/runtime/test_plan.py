@@ -7,7 +7,7 @@ import pytest
 
 from speedlayer.core.errors import ConfigError, SinkError, SourceError
 from speedlayer.runtime.plan import plan_run
-from speedlayer.runtime.run_state import pin_at_start, prepare_state
+from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 
 
@@ -138,24 +138,22 @@ def test_a_fresh_runs_generator_clock_starts_when_its_queries_do(tmp_path):
     """The clock chosen while planning is chosen again right before the first query starts (Spark's
     start-up would otherwise make every event seconds old), and recorded; a resume keeps it."""
     first = plan(state_dir=str(tmp_path / "st"))
-    prepare_state(first)
+    first_state = prepare_state(first)
     chosen = first.source.start_ms
     assert recorded_start(tmp_path / "st") == chosen
     time.sleep(0.05)
-    pin_at_start(first)
+    first_state.pin_at_start()
     assert first.source.start_ms >= chosen + 50
     assert recorded_start(tmp_path / "st") == first.source.start_ms
 
     again = plan(state_dir=str(tmp_path / "st"))
-    prepare_state(again)
-    pin_at_start(again)
+    prepare_state(again).pin_at_start()
     assert again.source.start_ms == first.source.start_ms  # a resume keeps the recorded clock
 
 
 def test_a_generator_start_given_is_never_moved(tmp_path):
     given = plan(state_dir=str(tmp_path / "st"), source="generator://?start=2026-11-22T10:00:00Z")
-    prepare_state(given)
-    pin_at_start(given)
+    prepare_state(given).pin_at_start()
     assert given.source.start_ms == recorded_start(tmp_path / "st") == 1795341600000
 
 

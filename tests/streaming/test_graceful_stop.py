@@ -40,9 +40,8 @@ class FailsOnceStopping(Sink):
 
 def test_a_batch_failing_during_the_graceful_stop_fails_the_run(spark, tmp_path, monkeypatch):
     settings = RunSettings(job="fleet", source=SOURCE, state_dir=str(tmp_path / "state"), sinks={"alerts": "memory:gs"})
-    plan = plan_run(settings)
     entered, marker = tmp_path / "entered", tmp_path / "stop-marker"
-    plan.queries[0].sink = FailsOnceStopping(entered, marker)
+    plan = plan_run(settings, sinks={"alerts": FailsOnceStopping(entered, marker)})
     run = Run(spark, plan)
     stop_all = Run._stop_all
 

@@ -19,7 +19,6 @@ from speedlayer.bench.watch import LatencySink
 from speedlayer.core.errors import ConfigError, SpeedlayerError
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
-from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.session import build_session
 from speedlayer.runtime.settings import RunSettings
 
@@ -73,12 +72,9 @@ def measure_batch_cost(spark, output: str, sizes: list[int], batches: int, windo
         for i, size in enumerate(sizes):
             uri = (f"generator://?seed=7&rows_per_batch={size}&rate={size}&late=0&malformed=0&duplicates=0.01"
                    "&start=2026-01-01T00:00:00Z")
-            settings = RunSettings(job="fleet", source=uri, sinks={output: "memory:advise_probe"}, trigger="processing:0s",
-                                   window=window, watermark=watermark, state_dir=str(tmp / f"s{i}"), master=master)
-            plan = plan_run(settings)
-            plan.queries[0].sink = LatencySink(f"advise_{i}", output, 0)
-            prepare_state(plan)
-            run = Run(spark, plan)
+            settings = RunSettings(job="fleet", source=uri, trigger="processing:0s", window=window, watermark=watermark,
+                                   state_dir=str(tmp / f"s{i}"), master=master)
+            run = Run(spark, plan_run(settings, sinks={output: LatencySink(f"advise_{i}", output, 0)}))
             run.start()
             query = run.queries[0]
             deadline = time.monotonic() + 600

@@ -1,6 +1,6 @@
 """The latency lab: the fleet outputs under every trigger at a series of input rates.
 
-Each cell (output, trigger, rate) is one query started through the runner (``plan_run`` / ``Run``)
+Each cell (output, trigger, rate) is one query planned and started through the runner (``plan_run`` / ``Run``)
 in one shared SparkSession: a ``Feed`` writes stamped events at the rate (a socket for
 micro-batch and continuous, a landing directory for available-now, which a scheduler re-runs
 every ``schedule_s``), the output goes to a ``LatencySink`` and a ``SinkWatcher`` stamps every
@@ -27,9 +27,8 @@ from speedlayer.bench.feed import Template
 from speedlayer.bench.watch import LatencyParquetSink, LatencySink
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError
-from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.plan import RunPlan, plan_run
 from speedlayer.runtime.run import Run
-from speedlayer.runtime.run_state import prepare_state
 from speedlayer.runtime.settings import RunSettings
 from speedlayer.runtime.triggers import parse_trigger
 
@@ -86,32 +85,35 @@ class LabConfig:
         return CellTiming(self.cell_s, self.warmup_s, self.schedule_s, self.poll_ms)
 
 
-def _settings(cfg: LabConfig, output: str, mode: str, source: str, state_dir: Path) -> RunSettings:
-    return RunSettings(job="fleet", source=source, sinks={output: "memory:bench_probe"}, trigger=mode,
-                       window=cfg.window, watermark=cfg.watermark, state_dir=str(state_dir), master=cfg.master)
+def _plan(cfg: LabConfig, output: str, mode: str, source: str, state_dir: Path, table: str) -> RunPlan:
+    """A run of one output into a latency sink, planned and checked as any run: memory, or Parquet
+    under ``state_dir`` for available-now (its scheduled runs resume from the checkpoint, which the
+    memory sink cannot)."""
+    settings = RunSettings(job="fleet", source=source, trigger=mode, window=cfg.window, watermark=cfg.watermark,
+                           state_dir=str(state_dir), master=cfg.master)
+    watermark_ms = parse_duration(cfg.watermark)
+    if parse_trigger(mode).kind == "available-now":
+        sink = LatencyParquetSink(state_dir / "out", output, watermark_ms)
+    else:
+        sink = LatencySink(table, output, watermark_ms)
+    return plan_run(settings, sinks={output: sink})
 
 
 def support(cfg: LabConfig, output: str, mode: str, tmp: Path) -> str | None:
     """None when the runner accepts this output under this trigger, else its one-line reason."""
     source = "socket://127.0.0.1:9" if parse_trigger(mode).kind != "available-now" else f"files://{tmp}"
     try:
-        plan_run(_settings(cfg, output, mode, source, tmp / "unused"))
+        _plan(cfg, output, mode, source, tmp / "unused", "bench_probe")
     except ConfigError as exc:
         return str(exc)
     return None
 
 
 def _start(spark, cfg: LabConfig, output: str, mode: str, uri: str, state_dir: Path, table: str) -> Run:
-    """A planned run of one output into a latency sink: memory, or Parquet under ``state_dir`` for
-    available-now (its scheduled runs resume from the checkpoint, which the memory sink cannot)."""
-    plan = plan_run(_settings(cfg, output, mode, uri, state_dir))
-    watermark_ms = parse_duration(cfg.watermark)
-    if plan.trigger.kind == "available-now":
-        plan.queries[0].sink = LatencyParquetSink(state_dir / "out", output, watermark_ms)
-    else:
-        plan.queries[0].sink = LatencySink(table, output, watermark_ms)
-    prepare_state(plan)
-    return Run(spark, plan)
+    """A prepared run of one output into its latency sink (``start()`` starts it)."""
+    run = Run(spark, _plan(cfg, output, mode, uri, state_dir, table))
+    run.prepare()
+    return run
 
 
 def run_cell(spark, cfg: LabConfig, templates: list[Template], output: str, mode: str, rate: int, tmp: Path,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +16,10 @@ from speedlayer.monitor.dashboard import DEFAULT_PORT, DashboardServer, open_ser
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.view import LiveView
 from speedlayer.runtime.plan import plan_run
-from speedlayer.runtime.run import Run, RunSummary
-from speedlayer.runtime.run_state import prepare_state
+from speedlayer.runtime.run import Run
 from speedlayer.runtime.session import build_session, check_java, check_master, exposure_note
 from speedlayer.runtime.settings import RunSettings
+from speedlayer.runtime.summary import RunSummary
 
 log = logging.getLogger("speedlayer.monitor")
 
@@ -68,29 +67,25 @@ def execute(settings: RunSettings, live: bool, console: Console, errors: Console
             surfaces: Surfaces = Surfaces()) -> RunSummary:
     """Run a job to its end; Ctrl-C once stops after the current batch, twice stops now."""
     plan = plan_run(settings)
-    try:
-        check_java()
-        check_master(settings.master)
-        plan.lock_state()  # before the manifest: a second run on this state directory stops here
-        prepare_state(plan)
+    check_java()
+    check_master(settings.master)
+    run = Run(None, plan, notify=lambda line: errors.print(f"note: {line}", soft_wrap=True))
+    with run:  # released, and a temporary state directory removed, however the run ends
+        run.prepare()  # before Spark: a second run on this state directory stops here
         servers = _bind(surfaces, errors)  # before Spark: a port the user chose must be free
-    except Exception:
-        plan.unlock_state()
-        if plan.temporary_state:
-            shutil.rmtree(plan.state_dir, ignore_errors=True)
-        raise
-    try:
-        return _execute(plan, settings, live, console, errors, *servers)
-    finally:
-        for server in servers:
-            if server is not None:
-                server.close()
+        try:
+            return _execute(run, settings, live, console, errors, *servers)
+        finally:
+            for server in servers:
+                if server is not None:
+                    server.close()
 
 
-def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: Console,
+def _execute(run: Run, settings: RunSettings, live: bool, console: Console, errors: Console,
              dashboard: DashboardServer | None, metrics: DashboardServer | None) -> RunSummary:
     quiet_query_context_logs()
-    for note in plan.notes:
+    plan = run.plan
+    for note in run.notes:
         errors.print(f"note: {note}", soft_wrap=True)
     log_file = plan.state_dir / "spark.log"
     errors.print(f"starting Spark ({settings.master}); Spark's log: {log_file}", soft_wrap=True)
@@ -122,7 +117,7 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
         if view is not None:
             view.attach(run)
 
-    run = Run(spark, plan, on_started=on_started, notify=lambda line: errors.print(f"note: {line}", soft_wrap=True))
+    run.on_started = on_started
 
     def on_interrupt(signum, frame):
         if run.stop_requested.is_set():
@@ -134,7 +129,7 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
     previous = signal.signal(signal.SIGINT, on_interrupt)
     signal.signal(signal.SIGTERM, on_interrupt)
     try:
-        run.start()
+        run.start(spark)
         also = "".join(f" ({name} from {source.describe()})" for name, source in plan.inputs.items())
         errors.print(f"running {plan.job.name} from {plan.source.describe()}{also}: "
                      + ", ".join(f"{q.output.name} -> {q.sink.describe()} ({q.mode}, {q.sink.guarantee})" for q in plan.queries),
@@ -144,7 +139,6 @@ def _execute(plan, settings: RunSettings, live: bool, console: Console, errors: 
         if view is not None:
             view.close()
         signal.signal(signal.SIGINT, previous)
-        run.cleanup()
     console.print(summary_table(summary))
     if not plan.temporary_state:
         console.print(f"state kept in {Path(plan.state_dir)}: the same command resumes from it")

@@ -116,7 +116,7 @@ def run_state(run: Run, feed: ResultsFeed | None, zones: list | None = None) -> 
         queries.append({
             "name": qp.name, "output": qp.output.name, "sink": qp.sink.describe(), "guarantee": qp.sink.guarantee,
             "mode": qp.mode, "trigger": str(plan.trigger), "checkpoint": str(qp.checkpoint),
-            "stateful": qp.output.stateful,
+            "stateful": run.outputs[qp.output.name].stateful,
             "active": bool(query is not None and query.isActive),
             "error": _query_error(query, t),
             "batches": t.batches if t else 0, "input_rows": t.input_rows if t else 0,

@@ -1,7 +1,7 @@
 """``speedlayer.run``: a job started from Python (a notebook, a scheduler, a test), and its handle.
 
-The run is planned and checked exactly as ``speedlayer run`` plans it (``plan_run``,
-``prepare_state``, ``Run``). ``run`` starts the queries and returns at once; a thread watches them
+The run is planned, checked and prepared exactly as ``speedlayer run`` does it (``plan_run``, then
+the runner, ``Run``). ``run`` starts the queries and returns at once; a thread watches them
 the way the CLI does (end of bounded input, ``duration``, ``max_events``, a failure) and stops
 every query after its batch.
 
@@ -12,7 +12,6 @@ every query after its batch.
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,10 +20,10 @@ from typing import Any
 from speedlayer.core.errors import ConfigError
 from speedlayer.pipelines.base import Job
 from speedlayer.runtime.plan import RunPlan, plan_run
-from speedlayer.runtime.run import Run, RunSummary
-from speedlayer.runtime.run_state import prepare_state
+from speedlayer.runtime.run import Run
 from speedlayer.runtime.session import build_session
 from speedlayer.runtime.settings import build_settings
+from speedlayer.runtime.summary import RunSummary
 
 log = logging.getLogger("speedlayer.run")
 
@@ -171,21 +170,18 @@ def run(job: str | Job, source: str | None = None, sinks: Mapping[str, str] | No
     given = job if isinstance(job, Job) else None
     values = {"job": given.name if given else job, "source": source, "sinks": dict(sinks or {}), "trigger": trigger,
               **settings}
-    plan = plan_run(build_settings({}, values), given)
+    started = Run(None, plan_run(build_settings({}, values), given))
+    started.prepare()  # as the CLI does, before Spark: a second run on this state directory stops here
+    for note in started.notes:
+        log.info("speedlayer: %s", note)
     try:
-        plan.lock_state()  # before the manifest, as the CLI does: a second run on this state directory stops here
-        prepare_state(plan)
-        for note in plan.notes:
-            log.info("speedlayer: %s", note)
-        session, owned = _session(spark, plan)
-    except BaseException:
-        _release(plan)
-        raise
-    started = Run(session, plan)
-    try:
-        started.start()
+        session, owned = _session(spark, started.plan)
     except BaseException:
         started.cleanup()
+        raise
+    try:
+        started.start(session)
+    except BaseException:
         if owned:
             session.stop()
         raise
@@ -211,8 +207,3 @@ def _session(spark, plan: RunPlan) -> tuple[Any, bool]:
                             announce=lambda line: log.info("speedlayer: %s", line))
     return session, True
 
-
-def _release(plan: RunPlan) -> None:
-    plan.unlock_state()
-    if plan.temporary_state:
-        shutil.rmtree(plan.state_dir, ignore_errors=True)

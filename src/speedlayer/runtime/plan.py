@@ -1,8 +1,10 @@
-"""Planning a run: every check that needs no Spark (modes, triggers, URIs, paths), then the state.
+"""Planning a run: every check that needs neither Spark nor the state directory (modes, triggers,
+URIs, paths), without I/O.
 
 ``plan_run`` turns settings into a ``RunPlan`` (one ``QueryPlan`` per selected output) or refuses
-them in one line; ``prepare_state`` pins what must survive restarts and checks the sinks against
-their checkpoints. ``speedlayer.runtime.run`` starts what was planned.
+them in one line. A plan is immutable: running it changes nothing in it. What a run holds while
+it runs (the state directory's lock, its manifest) is ``speedlayer.runtime.run_state``'s; the
+runner, ``speedlayer.runtime.run.Run``, prepares, starts, stops and cleans up what was planned.
 """
 
 
@@ -10,9 +12,9 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from speedlayer.core import faults
 from speedlayer.core.durations import format_duration, parse_duration, positive_duration
@@ -22,12 +24,7 @@ from speedlayer.core.uris import parse_options
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import Job, Output, Params
 from speedlayer.pipelines.job_file import load_job_file
-from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.code_shipping import plan_code_shipping
-from speedlayer.runtime.manifest import (
-    StateLock,
-    lock_state_dir,
-)
 from speedlayer.runtime.settings import RunSettings, max_ahead_ms
 from speedlayer.runtime.shared import main_readers, share_queries
 from speedlayer.runtime.shipping import check_ship
@@ -41,11 +38,12 @@ from speedlayer.sources.base import Source
 REALTIME_MIN_CONF, REALTIME_MIN_DEFAULT_MS = "spark.sql.streaming.realTimeMode.minBatchDuration", 5000
 
 
-@dataclass
+@dataclass(frozen=True)
 class QueryPlan:
     output: Output
     sink: Sink
     mode: str
+    #: the query's name (the sink's own where it names its query: a memory table)
     name: str
     checkpoint: Path
     #: written by the job's shared query (``--one-query``, ``speedlayer.runtime.shared``)
@@ -56,39 +54,21 @@ class QueryPlan:
         return not (self.checkpoint / "offsets").is_dir()
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunPlan:
     settings: RunSettings
     job: Job
     source: Source
     params: Params
     trigger: Trigger
-    queries: list[QueryPlan]
+    queries: tuple[QueryPlan, ...]
     state_dir: Path
     temporary_state: bool
-    notes: list[str] = field(default_factory=list)
-    prepared: bool = False
+    notes: tuple[str, ...] = ()
     #: sources of the job's second streams (``Job.inputs``) that selected outputs read, by name
-    inputs: dict[str, Source] = field(default_factory=dict)
-    #: the state directory's lock, held from before the manifest is written until the run ends
-    lock: StateLock | None = None
+    inputs: Mapping[str, Source] = field(default_factory=dict)
     #: zips of the job's own code for the Python workers (``speedlayer.runtime.code_shipping``)
     py_files: tuple[Path, ...] = ()
-    #: what ``prepare_state`` wrote to the state directory's manifest (``pin_at_start`` writes it again)
-    manifest: dict[str, Any] = field(default_factory=dict)
-    #: second streams that keep the main source's clock (``Source.follow_clock``)
-    clock_followers: list[str] = field(default_factory=list)
-
-    def lock_state(self) -> None:
-        """Take the state directory's lock (once); another run holding it is a ConfigError."""
-        if self.lock is None:
-            with told_when_full(self.state_dir):
-                self.lock = lock_state_dir(self.state_dir)
-
-    def unlock_state(self) -> None:
-        if self.lock is not None:
-            self.lock.release()
-            self.lock = None
 
     def _connectors(self) -> list:
         return [self.source, *self.inputs.values(), *(qp.sink for qp in self.queries)]
@@ -168,14 +148,17 @@ def _check_realtime(trigger: Trigger, source: Source, conf: dict[str, str]) -> N
                           f"{format_duration(floor_ms)} ({REALTIME_MIN_CONF}): use realtime:{format_duration(floor_ms)} or more")
 
 
-def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
-    """Check a run completely and resolve everything it needs, without starting Spark.
+def plan_run(settings: RunSettings, job: Job | None = None, sinks: Mapping[str, Sink] | None = None) -> RunPlan:
+    """Check a run completely and resolve everything it needs, without starting Spark or touching
+    the state directory.
 
     ``job`` runs a Job object (registered or not: your own, in a test) instead of the job that
-    ``settings.job`` names; both must carry the same name.
+    ``settings.job`` names; both must carry the same name. ``sinks`` gives outputs a Sink object
+    (a test double, a measuring sink) where ``settings.sinks`` would give a URI; it is checked the same way.
 
     >>> plan = plan_run(RunSettings(job="fleet", sinks={"windows": "memory:w"}))  # doctest: +SKIP
     >>> plan = plan_run(RunSettings(job=MY_JOB.name), job=MY_JOB)                  # doctest: +SKIP
+    >>> plan = plan_run(RunSettings(job="fleet"), sinks={"alerts": CollectSink()})  # doctest: +SKIP
     """
     if job is None:
         job = load_job_file(settings.job_file) if settings.job_file else get_job(settings.job)
@@ -189,10 +172,11 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
     params = _params(settings, job, trigger.continuous)
     if job.check is not None:
         job.check(params)
-    if not settings.sinks and not job.default_outputs:
+    given = dict(sinks or {})
+    if not settings.sinks and not given and not job.default_outputs:
         raise ConfigError(f"job {job.name!r} names no default outputs: choose with --sink NAME=URI "
                           f"(its outputs: {', '.join(job.outputs)})")
-    sink_uris = settings.sinks or dict.fromkeys(job.default_outputs, "console:")
+    sink_uris = {**settings.sinks, **given} or dict.fromkeys(job.default_outputs, "console:")
     for name in list(sink_uris) + [k for k in settings.output_mode if k != "*"]:
         if name not in job.outputs:
             raise ConfigError(f"job {job.name!r} has no output {name!r}: its outputs are {', '.join(job.outputs)}")
@@ -208,7 +192,7 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
     queries, destinations = [], {}
     for name, uri in sink_uris.items():
         try:
-            sink = open_sink(uri)
+            sink = given[name] if name in given else open_sink(uri)
         except ConfigError as exc:  # several outputs may write to one kind of sink: say whose it is
             raise ConfigError(f"--sink {name}: {exc}") from None
         output = job.outputs[name].for_params(params)
@@ -222,16 +206,17 @@ def plan_run(settings: RunSettings, job: Job | None = None) -> RunPlan:
         mode = _mode_for(output, sink, settings.output_mode, trigger.continuous, trigger.realtime)
         if output.check is not None:  # settings only this output depends on, in its mode
             output.check(params, mode)
-        queries.append(QueryPlan(output, sink, mode, f"{job.name}_{name.replace('-', '_')}",
+        queries.append(QueryPlan(output, sink, mode, sink.query_name(f"{job.name}_{name.replace('-', '_')}"),
                                  state_dir / "checkpoints" / name))
     if settings.one_query:
-        notes.extend(share_queries(job.name, queries, trigger, state_dir))
+        queries, shared_notes = share_queries(job.name, queries, trigger, state_dir)
+        notes.extend(shared_notes)
     source = _open_source(settings, job, trigger)
     notes.extend(filter(None, [*source.warnings(), faults.note()]))
     source.check_plan(main_readers(queries))
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
-    return RunPlan(settings, job, source, params, trigger, queries, state_dir, temporary, notes, inputs=inputs,
-                   py_files=code.py_files)
+    return RunPlan(settings, job, source, params, trigger, tuple(queries), state_dir, temporary, tuple(notes),
+                   inputs=inputs, py_files=code.py_files)
 
 
 def _open_source(settings: RunSettings, job: Job, trigger: Trigger) -> Source:

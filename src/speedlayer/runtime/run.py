@@ -1,10 +1,12 @@
-"""Running a planned job: its streaming queries, watched, stopped gracefully, summarised.
+"""The runner: one owner of a run, from its state directory's lock to its clean-up.
 
-``Run`` starts the queries of a ``RunPlan`` (``speedlayer.runtime.plan``): one per output, or the
-job's shared query for the outputs that share one (``speedlayer.runtime.shared``), each with its
-own checkpoint; it waits for the end (bounded input, --duration, a stop request or a failure)
-and stops the queries after their batch. ``speedlayer.runtime.build`` wires source -> decode ->
-pipeline for them.
+``Run`` prepares a ``RunPlan`` (``speedlayer.runtime.plan``): it locks the state directory and
+checks and records it (``speedlayer.runtime.run_state``); it starts the plan's queries, one per
+output or the job's shared query for the outputs that share one (``speedlayer.runtime.shared``),
+each with its own checkpoint; it waits for the end (bounded input, --duration, a stop request or
+a failure), stops the queries after their batch, releases the lock and removes a temporary state
+directory. The CLI, ``speedlayer.run``, the testing kit and the bench are its clients; monitors
+subscribe to its ``tracker``. ``speedlayer.runtime.build`` wires source -> decode -> pipeline.
 """
 
 
@@ -13,25 +15,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from speedlayer.core.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.core.modes import APPEND
-from speedlayer.core.sizes import parse_size, tree_size
+from speedlayer.core.sizes import parse_size
 from speedlayer.runtime.bounds import BOUNDED_MEMORY, MAX_MEMORY_MB, BoundsWatch
 from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame, writing_per_batch
-from speedlayer.runtime.checkpoints import told_when_full
 from speedlayer.runtime.executors import ExecutorWatch, save_report
 from speedlayer.runtime.plan import QueryPlan, RunPlan
 from speedlayer.runtime.progress import ProgressTracker
 from speedlayer.runtime.reach import check_reachable, run_places
-from speedlayer.runtime.run_state import pin_at_start, prepare_state
+from speedlayer.runtime.run_state import RunState, lock_and_prepare, remove_temporary_state
 from speedlayer.runtime.session import is_local
 from speedlayer.runtime.shared import SHARED_QUERY_CONF, FanOut, check_shareable, pack_outputs, session_conf
 from speedlayer.runtime.stopping import (
@@ -41,55 +40,41 @@ from speedlayer.runtime.stopping import (
     stop_after_batch,
 )
 from speedlayer.runtime.streamable import check_streamable, keeps_state
+from speedlayer.runtime.summary import RunSummary, save_summary, summarise
 from speedlayer.sinks.base import Target
 
 log = logging.getLogger("speedlayer.run")
 
-#: what the last run did (per query: batches, rows, final watermark), written when it stops
-LAST_RUN = "last-run.json"
 #: times one query is restarted after failures that are no fault of its own (stopping.RESTARTABLE)
 RESTARTS = 3
 #: batches a bounded (--max-events) query runs after its last event, so the watermark can close windows
 FLUSH_BATCHES = 2
 
 
-@dataclass
-class QuerySummary:
-    name: str
-    output: str
-    sink: str
-    guarantee: str
-    mode: str
-    batches: int
-    input_rows: int
-    watermark: str | None
-    #: the bytes of the query's checkpoint on disk (the job's shared query: the one all its outputs share)
-    checkpoint_bytes: int = 0
-
-
-@dataclass
-class RunSummary:
-    queries: list[QuerySummary]
-    elapsed_s: float
-    state_dir: Path
-    stopped_by: str
-    #: the bytes of all the run's checkpoints on disk (a shared checkpoint counted once)
-    checkpoint_bytes: int = 0
-
-
 class Run:
-    """A started run: its queries, a stop switch, and what they have done.
+    """A run of a plan: prepared, started, waited for, cleaned up; its queries, a stop switch, and
+    what they have done.
 
-    >>> run = Run(spark, plan_run(settings)); run.start(); summary = run.wait()  # doctest: +SKIP
+    ``prepare()`` locks and checks the state directory (``start`` does it when nobody has), so a
+    client that must refuse early (the CLI, before Spark starts) calls it first; every failure from
+    there releases what was taken. ``cleanup()`` releases the lock and removes a temporary state
+    directory; ``with Run(...)`` calls it on exit.
+
+    >>> with Run(spark, plan_run(settings)) as run:  # doctest: +SKIP
+    ...     run.start(); summary = run.wait()
     """
 
     def __init__(self, spark, plan: RunPlan, on_started: Callable[[Run], None] | None = None,
                  notify: Callable[[str], None] | None = None):
         self.spark, self.plan = spark, plan
+        #: the state directory's lock and manifest, once ``prepare`` has taken them
+        self.state: RunState | None = None
+        #: the outputs as they run: a job file's learn whether they keep state from their query plan
+        self.outputs = {qp.output.name: qp.output for qp in plan.queries}
         interval = plan.trigger.interval_ms if plan.trigger.kind == "processing" else 0
         self.tracker = ProgressTracker(interval, plan.source.lag)
         #: the executors running the tasks (a cluster's count, cores and losses); read at most once a second
-        self.executors = ExecutorWatch.for_session(spark, on_change=lambda r: save_report(plan.state_dir, r, True))
+        self.executors = self._executor_watch()
         self.tracker.subscribe(lambda _: self.executors.poll())
         self.tracker.subscribe(self._batch_committed)
         self._notify = notify or (lambda line: log.warning("speedlayer: %s", line))
@@ -104,7 +89,8 @@ class Run:
         self.force_stop = threading.Event()
         self._started_at = 0.0
         self._reached: dict[str, int] = {}  # per query: the batch that read the --max-events-th event
-        self._on_started = on_started
+        #: called once every query has started (the CLI attaches its views there)
+        self.on_started = on_started
         self._starters: dict[str, Callable[[], Any]] = {}  # by query name: starts it again (see _restarted)
         self._restarts: dict[str, int] = {}
 
@@ -116,13 +102,35 @@ class Run:
         for source in {id(s): s for s in (self.plan.source, *self.plan.inputs.values())}.values():
             source.batch_committed(metrics.query, progress.sources)
 
-    def start(self) -> None:
-        self.plan.lock_state()
+    def _executor_watch(self) -> ExecutorWatch:
+        state_dir = self.plan.state_dir
+        return ExecutorWatch.for_session(self.spark, on_change=lambda r: save_report(state_dir, r, True))
+
+    @property
+    def notes(self) -> list[str]:
+        """What a user reads before the run: the plan's notes, then the preparation's."""
+        return [*self.plan.notes, *(self.state.notes if self.state else [])]
+
+    def prepare(self) -> None:
+        """Lock the state directory, check it against the plan and record the run (once); a refusal
+        releases the lock and removes a temporary state directory."""
+        if self.state is None:
+            self.state = lock_and_prepare(self.plan)
+
+    def start(self, spark=None) -> None:
+        """Prepare if nobody has, then start every query (in ``spark``, when the run was made without
+        a session). A query Spark refuses stops the others and cleans up, in one line."""
+        if spark is not None:
+            self.spark = spark
+            self.executors = self._executor_watch()
+        self.prepare()
         try:
-            prepare_state(self.plan)
+            self._start()
         except BaseException:
-            self.plan.unlock_state()
+            self.cleanup()
             raise
+
+    def _start(self) -> None:
         self.plan.source.check_session(self.spark)  # e.g. a connector jar missing from the session
         for source in self.plan.inputs.values():
             source.check_session(self.spark)
@@ -136,7 +144,7 @@ class Run:
             self._share_cores()
         self.spark.streams.addListener(self.tracker)
         self.executors.poll(force=True)
-        pin_at_start(self.plan)
+        self.state.pin_at_start()
         self._started_at = time.monotonic()
         plan = self.plan
         try:
@@ -146,7 +154,7 @@ class Run:
             for qp, df, _ in built + shared:
                 check_streamable(df, qp.output, qp.mode, plan.trigger.continuous, qp.sink.modes)
                 if qp.output.stateful is None:  # a job file's output: its plan tells
-                    qp.output = dataclasses.replace(qp.output, stateful=keeps_state(df))
+                    self.outputs[qp.output.name] = dataclasses.replace(qp.output, stateful=keeps_state(df))
             for qp, df, _ in shared:
                 check_shareable(df, qp.output)
             for qp, df, target in built:
@@ -155,14 +163,12 @@ class Run:
                 self.queries.append(self._start_shared(shared))
         except SpeedlayerError:
             self._stop_all()
-            self.plan.unlock_state()
             raise
         except Exception as exc:  # Spark refused the query: say why in one line
             self._stop_all()
-            self.plan.unlock_state()
             raise QueryFailedError(f"could not start the {plan.job.name} job: {first_line(exc)}") from exc
-        if self._on_started:
-            self._on_started(self)
+        if self.on_started:
+            self.on_started(self)
 
     def _build(self, queries: list[QueryPlan]) -> list[tuple[QueryPlan, Any, Target]]:
         """The DataFrame each planned output writes, as its sink takes it, and what the sink is told
@@ -197,7 +203,6 @@ class Run:
             writer = PerBatchWriter(writer, qp.output.per_batch)
             df = per_batch_schema_frame(self.spark, df, qp.output.per_batch)
         query = qp.sink.start(writer, df, target)
-        qp.name = query.name  # a sink may name its query (the memory sink names its table so)
         # a restart's target is made again: its checkpoint is no longer fresh (the run's own rows are in the sink)
         self._starters[query.name] = lambda: self._restart([qp], lambda: self._start_query(qp, df, self._target(qp)))
         return query
@@ -261,9 +266,16 @@ class Run:
         self.plan.source.limit_partitions(cores // queries)
 
     def start_and_wait(self) -> RunSummary:
-        """Start, then wait for the end (for bounded runs and tests)."""
-        self.start()
-        return self.wait()
+        """Start, then wait for the end, then clean up (for bounded runs and tests)."""
+        with self:
+            self.start()
+            return self.wait()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
 
     def _bounded_done(self, query: Any) -> bool:
         """Whether a --max-events query has read its last event and flushed its windows.
@@ -321,13 +333,12 @@ class Run:
         finally:
             stop_errors = self._stop_all()
             save_report(self.plan.state_dir, self.executors.poll(force=True), running=False)
-            self.plan.unlock_state()
+            if self.state is not None:
+                self.state.release()
         raise_if_failed_while_stopping(self.queries, stop_errors, stopped_by, self.written_places(),
                                        self.plan.explain_failure)
         summary = self.summary(stopped_by)
-        if self.plan.state_dir.is_dir():
-            with told_when_full(self.plan.state_dir):
-                (self.plan.state_dir / LAST_RUN).write_text(json.dumps(dataclasses.asdict(summary), indent=2, default=str))
+        save_summary(summary)
         return summary
 
     def written_places(self) -> dict[str, list[Path]]:
@@ -352,23 +363,13 @@ class Run:
         return errors
 
     def summary(self, stopped_by: str) -> RunSummary:
-        rows = []
-        sizes = {path: tree_size(path) for path in dict.fromkeys(qp.checkpoint for qp in self.plan.queries)}
-        for qp in self.plan.queries:
-            progress = self.tracker.get(qp.name)
-            rows.append(QuerySummary(
-                qp.name, qp.output.name, qp.sink.describe(), qp.sink.guarantee, qp.mode,
-                progress.batches if progress else 0, progress.input_rows if progress else 0,
-                progress.watermark if progress else None, sizes[qp.checkpoint],
-            ))
-        return RunSummary(rows, time.monotonic() - self._started_at, self.plan.state_dir, stopped_by,
-                          sum(sizes.values()))
+        return summarise(self.plan, self.tracker, stopped_by, time.monotonic() - self._started_at)
 
     def cleanup(self) -> None:
-        """Release the state directory and remove it if it is temporary."""
-        self.plan.unlock_state()
-        if self.plan.temporary_state:
-            shutil.rmtree(self.plan.state_dir, ignore_errors=True)
+        """Release the state directory and remove it if it is temporary (idempotent)."""
+        if self.state is not None:
+            self.state.release()
+        remove_temporary_state(self.plan)
 
 
 def _bounds_watch(plan: RunPlan, notify: Callable[[str], None]) -> BoundsWatch:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,25 +57,24 @@ def joins_shared(query: Any) -> str | None:
     return None
 
 
-def share_queries(job: str, queries: list[Any], trigger: Trigger, state_dir: Path) -> list[str]:
-    """Put every output that can share the job's query in it (their name and checkpoint become the
-    shared query's); returns the notes a user reads before the run: which outputs share it, which
-    keep queries of their own, and why."""
+def share_queries(job: str, queries: list[Any], trigger: Trigger, state_dir: Path) -> tuple[list[Any], list[str]]:
+    """The planned queries with every output that can share the job's query in it (their name and
+    checkpoint become the shared query's), and the notes a user reads before the run: which outputs
+    share it, which keep queries of their own, and why."""
     if trigger.continuous or trigger.realtime:
         raise ConfigError(f"--one-query runs a micro-batch query (foreachBatch), which {trigger.kind} mode cannot: "
                           "drop --one-query, or use a micro-batch trigger such as processing:1s")
     alone = {q.output.name: why for q in queries if (why := joins_shared(q)) is not None}
     joining = [q for q in queries if q.output.name not in alone]
-    for query in joining:
-        query.shared = True
-        query.name = shared_query_name(job)
-        query.checkpoint = state_dir / "checkpoints" / SHARED_CHECKPOINT
+    checkpoint = state_dir / "checkpoints" / SHARED_CHECKPOINT
+    planned = [q if q.output.name in alone else replace(q, shared=True, name=shared_query_name(job), checkpoint=checkpoint)
+               for q in queries]
     notes = [f"--one-query: {', '.join(q.output.name for q in joining)} share one query, {shared_query_name(job)}"
              if joining else "--one-query: no output can share a query"]
     if alone:
         own = "keeps a query of its own" if len(alone) == 1 else "keep queries of their own"
         notes.append(f"--one-query: {', '.join(alone)} {own} ({'; '.join(f'{n}: {why}' for n, why in alone.items())})")
-    return notes
+    return planned, notes
 
 
 def main_readers(queries: list[Any]) -> list[str]:

@@ -75,6 +75,11 @@ class Sink(ABC):
         the same place are refused before start; None where that cannot clash."""
         return None
 
+    def query_name(self, planned: str) -> str:
+        """The name of the query that writes here (default: the planned one, ``<job>_<output>``); a sink
+        that names its query otherwise says so before the run, so progress and summaries find it."""
+        return planned
+
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         """Fail early when this output cannot be written here."""
 

@@ -30,6 +30,9 @@ class MemorySink(Sink):
         if self.table and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", self.table):
             raise ConfigError(f"memory: table name {self.table!r} must be letters, digits and underscores")
 
+    def query_name(self, planned: str) -> str:
+        """Spark's memory sink names its table after the query: a table given names the query."""
+        return self.table or planned
+
     def start(self, writer: DataStreamWriter, df: DataFrame, target: Target) -> StreamingQuery:
-        # The memory sink names its table after the query.
-        return writer.queryName(self.table or target.query_name).format("memory").start()
+        return writer.queryName(target.query_name).format("memory").start()

@@ -1,14 +1,14 @@
 """A test double of a sink: every micro-batch a query gives it, kept on the driver by batch id.
 
-The helpers plan a run with ``console:`` (it takes every output and mode) and put a ``CollectSink``
-in its place: the run is wired by the same planner and ``Run`` as on the command line, and its
+The helpers plan a run with a ``CollectSink`` for each output (it takes every mode): the run is
+planned, checked and wired by the same planner and ``Run`` as on the command line, and its
 rows come back as Arrow tables (timestamps exact), one per batch id. A batch Spark writes again
 replaces its first delivery, as an exactly-once sink would keep it.
 
 >>> sink = CollectSink()
 >>> sink.guarantee, sink.modes
 ('exactly-once', ('append', 'update', 'complete'))
->>> plan.queries[0].sink = sink; Run(spark, plan).start_and_wait(); sink.frame(spark)  # doctest: +SKIP
+>>> Run(spark, plan_run(settings, sinks={"alerts": sink})).start_and_wait(); sink.frame(spark)  # doctest: +SKIP
 """
 
 from __future__ import annotations

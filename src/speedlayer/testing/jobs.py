@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from speedlayer.core.modes import APPEND
-from speedlayer.pipelines.base import Job
+from speedlayer.pipelines.base import Job, Output
 from speedlayer.runtime.build import build_output
 from speedlayer.runtime.plan import RunPlan
 from speedlayer.runtime.run import Run
@@ -77,9 +77,11 @@ def assert_stream_equals_batch(spark: SparkSession, job: Job | str, events: Sequ
             land_events(landing, batch, number, mtime + number)
         plan, sinks = plan_collected(job, f"files://{landing}?format=json&max_files_per_trigger=1", chosen,
                                      Path(tmp) / "state", "available-now", modes, settings)
-        summary = Run(spark, plan).start_and_wait()
+        run = Run(spark, plan)
+        summary = run.start_and_wait()
         watermarks = {q.output: q.watermark for q in summary.queries}
-        report = {name: _compare(spark, plan, name, sinks[name].frame(spark), watermarks.get(name), closed or {}, rtol)
+        report = {name: _compare(spark, plan, run.outputs[name], sinks[name].frame(spark), watermarks.get(name),
+                                 closed or {}, rtol)
                   for name in chosen}
     if all(c.rows == 0 and c.held_back == 0 for c in report.values()):
         raise NothingCompared(f"every output ({', '.join(chosen)}) was empty in both runs, so nothing was compared: "
@@ -88,11 +90,12 @@ def assert_stream_equals_batch(spark: SparkSession, job: Job | str, events: Sequ
     return report
 
 
-def _compare(spark: SparkSession, plan: RunPlan, name: str, streamed: DataFrame, watermark: str | None,
+def _compare(spark: SparkSession, plan: RunPlan, output: Output, streamed: DataFrame, watermark: str | None,
              closed: Mapping[str, ClosedRule], rtol: float) -> Compared:
+    name = output.name
     query = next(q for q in plan.queries if q.output.name == name)
     batch = build_output(spark, plan, name, batch=True).localCheckpoint()  # computed once, counted and compared
-    rule = closed.get(name) or _default_rule(query.output.stateful, query.mode, batch)
+    rule = closed.get(name) or _default_rule(output.stateful, query.mode, batch)
     total = batch.count()
     expected = batch if rule is None else rule(batch, F.lit(watermark).cast("timestamp")).localCheckpoint()
     kept = expected.count()
@@ -103,7 +106,7 @@ def _compare(spark: SparkSession, plan: RunPlan, name: str, streamed: DataFrame,
     try:
         assertDataFrameEqual(streamed, expected, rtol=rtol)
     except PySparkAssertionError as exc:
-        raise StreamBatchMismatch(_mismatch(name, query.mode, exc, rule is None and query.output.stateful)) from None
+        raise StreamBatchMismatch(_mismatch(name, query.mode, exc, rule is None and output.stateful)) from None
     return Compared(name, query.mode, kept, total - kept, watermark)
 
 

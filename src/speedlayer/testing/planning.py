@@ -62,9 +62,6 @@ def plan_collected(job: Job, source: str, outputs: list[str], state_dir: Path, t
         raise ConfigError(f"the testing helpers set {', '.join(taken)} themselves: drop {taken[0]}= "
                           "(output modes: modes={...} of assert_stream_equals_batch, mode= of ScriptedStream)")
     values = {**settings, "job": job.name, "source": source, "trigger": trigger, "state_dir": str(state_dir),
-              "sinks": dict.fromkeys(outputs, "console:"), "output_mode": dict(modes or {})}
-    plan = plan_run(build_settings({}, values), job=job)
-    sinks = {}
-    for query in plan.queries:
-        query.sink = sinks[query.output.name] = CollectSink()
-    return plan, sinks
+              "output_mode": dict(modes or {})}
+    sinks = {name: CollectSink() for name in outputs}
+    return plan_run(build_settings({}, values), job=job, sinks=sinks), sinks

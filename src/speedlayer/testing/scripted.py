@@ -161,6 +161,7 @@ class ScriptedStream:
                 run.stop_requested.set()
                 run.wait()
             finally:
+                run.cleanup()
                 self._tmp.cleanup()
 
     def __enter__(self) -> ScriptedStream:
