@@ -26,7 +26,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import Uri, parse_options
 from speedlayer.sources.base import Source
 from speedlayer.sources.generator_kinds import kinds
-from speedlayer.sources.generator_kit import GeneratorOptions
+from speedlayer.sources.generator_kit import GeneratorOptions, options_of, own_options
 
 
 def parse_start(text: str) -> int:
@@ -40,6 +40,21 @@ def parse_start(text: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return int(moment.timestamp() * 1000)
+
+
+def parse_generator_options(options: dict[str, Any]) -> GeneratorOptions:
+    """``generator://``'s options, validated by its kind's options model (``kind_options``).
+
+    >>> parse_generator_options({"kind": "vehicles", "vehicles": "50"}).vehicles
+    50
+    >>> parse_generator_options({"kind": "actions", "vehicles": "50"})
+    Traceback (most recent call last):
+    speedlayer.core.errors.ConfigError: generator:// (kind=actions) has no option 'vehicles'; known options: ...
+    """
+    kind = options.get("kind", GeneratorOptions.model_fields["kind"].default)
+    found = kinds()
+    model = options_of(found[kind]) if kind in found else GeneratorOptions  # an unknown kind: refused as an option
+    return parse_options(model, options, f"generator:// (kind={kind})")
 
 
 def generate(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
@@ -63,7 +78,7 @@ class GeneratorSource(Source):
         super().__init__(uri)
         if uri.path not in ("", "/") or uri.host:
             raise ConfigError(f"{uri.display}: the generator takes options only, e.g. generator://?rate=1000&seed=7")
-        self.options: GeneratorOptions = parse_options(GeneratorOptions, uri.options, "generator://")
+        self.options: GeneratorOptions = parse_generator_options(uri.options)
         self.start_ms: int | None = parse_start(self.options.start) if self.options.start else None
         self._chose_start = False  # pin() chose the clock (nothing given, nothing recorded): pin_at_start may move it
 
@@ -84,10 +99,13 @@ class GeneratorSource(Source):
         return True
 
     def default_input(self, name: str) -> str | None:
-        # the same generator (seed, rate, vehicles) making the stream's kind, when it makes that kind
-        if name not in kinds():
+        # the same generator (seed, rate, and the options both kinds take) making the stream's kind, if it makes it
+        found = kinds()
+        if name not in found:
             return None
-        return "generator://?" + urlencode({**self.uri.options, "kind": name}, safe=":")
+        taken = options_of(found[name]).model_fields
+        return "generator://?" + urlencode({**{k: v for k, v in self.uri.options.items() if k in taken}, "kind": name},
+                                          safe=":")
 
     def clock(self) -> int | None:
         return self.start_ms
@@ -101,8 +119,8 @@ class GeneratorSource(Source):
     def describe(self) -> str:
         o = self.options
         start = datetime.fromtimestamp((self.start_ms or 0) / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        vehicles = f", vehicles={o.vehicles}" if o.kind in ("vehicles", "rides") else ""
-        return f"generator ({o.kind}, seed={o.seed}, rate={o.rate}/s{vehicles}, start={start})"
+        own = "".join(f", {name}={value}" for name, value in own_options(o).items())
+        return f"generator ({o.kind}, seed={o.seed}, rate={o.rate}/s{own}, start={start})"
 
     def _start(self) -> int:
         if self.start_ms is None:

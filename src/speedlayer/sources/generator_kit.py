@@ -2,8 +2,11 @@
 
 A kind is a function ``kind(seq, opts, start_ms)`` from a DataFrame of sequence numbers (column
 ``n``), the ``GeneratorOptions`` and the event-time origin (epoch ms) to RAW rows (``value``,
-``key``, ``offset``, ``ingest_time``). Row ``n`` must be a pure function of (seed, n, start, rate),
-never of ``rand`` or the wall clock, so that a replayed batch and ``read_batch`` give the same rows.
+``key``, ``offset``, ``ingest_time``). A kind with options of its own (the fleet's ``vehicles=``)
+declares them as a subclass of ``GeneratorOptions`` with ``@kind_options``: ``generator://``
+then takes them with ``kind=`` that kind, and refuses them with any other. Row ``n`` must be a
+pure function of (seed, n, start, rate), never of ``rand`` or the wall clock, so that a replayed
+batch and ``read_batch`` give the same rows.
 speedlayer's own kinds (``generator_actions``, ``generator_transactions``, ...) are written with
 this module; a package registers a kind of its own as an entry point (``speedlayer.sources.generator_kinds``).
 
@@ -16,24 +19,24 @@ this module; a package registers a kind of its own as an entry point (``speedlay
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.core.durations import parse_duration
+from speedlayer.core.errors import ConfigError
 from speedlayer.sources.generator_kinds import kinds
 
 
 class GeneratorOptions(BaseModel):
-    """The options of ``generator://``, which a kind reads (``rate``, ``seed``, ``disorder``, ``late``, ...)."""
+    """The options of ``generator://`` every kind takes (``rate``, ``seed``, ``disorder``, ``late``, ...)."""
 
     kind: str = Field("vehicles", description="what to generate: vehicles, actions, transactions, rides, "
                       "or a kind a package registers (speedlayer.generator_kinds)")
     rate: int = Field(5000, gt=0, description="events per second (paced), also the event-time spacing")
-    vehicles: int = Field(2000, gt=0, description="vehicles (kind=rides: the vehicles pickups are placed near)")
-    riders: int = Field(5000, gt=0, description="kind=rides: number of riders")
-    cards: int = Field(2000, gt=0, description="kind=transactions: number of cards")
-    fraud: float = Field(0.01, ge=0, le=1, description="kind=transactions: fraction of fraudulent transactions")
     seed: int = 42
     start: str | None = Field(None, description="event-time origin, ISO-8601 or epoch ms; default: when the first query starts")
     disorder: str = Field("2s", description="maximum event-time disorder")
@@ -57,6 +60,46 @@ class GeneratorOptions(BaseModel):
     def _duration(cls, value: str) -> str:
         parse_duration(value)
         return value
+
+
+Kind = TypeVar("Kind", bound=Callable[..., Any])
+
+
+def kind_options(options: type[GeneratorOptions]) -> Callable[[Kind], Kind]:
+    """Declare the options a kind takes beyond the generator's own: a subclass of ``GeneratorOptions``.
+
+    >>> class OrderOptions(GeneratorOptions):
+    ...     customers: int = Field(500, gt=0, description="customers who order")
+    >>> @kind_options(OrderOptions)
+    ... def order_events(seq, opts, start_ms): ...   # reads opts.customers
+    >>> options_of(order_events) is OrderOptions, options_of(lambda seq, opts, start_ms: seq) is GeneratorOptions
+    (True, True)
+    """
+    if not (isinstance(options, type) and issubclass(options, GeneratorOptions)):
+        raise TypeError(f"kind_options takes a subclass of GeneratorOptions, not {options!r}")
+
+    def declare(kind: Kind) -> Kind:
+        kind.options = options
+        return kind
+    return declare
+
+
+def options_of(kind: Callable[..., Any]) -> type[GeneratorOptions]:
+    """The options model of a kind's function (``GeneratorOptions`` unless it declares its own)."""
+    options = getattr(kind, "options", GeneratorOptions)
+    if not (isinstance(options, type) and issubclass(options, GeneratorOptions)):
+        raise ConfigError(f"generator kind {getattr(kind, '__qualname__', kind)!r} declares options {options!r}, "
+                          "not a subclass of GeneratorOptions: fix its package (speedlayer.generator_kinds)")
+    return options
+
+
+def own_options(options: GeneratorOptions) -> dict[str, Any]:
+    """The options of ``options``' kind that the generator itself does not have, with their values.
+
+    >>> own_options(GeneratorOptions())
+    {}
+    """
+    return {name: getattr(options, name) for name in type(options).model_fields if name not in GeneratorOptions.model_fields}
 
 
 def uniform(seed: int, key: Column, salt: int) -> Column:

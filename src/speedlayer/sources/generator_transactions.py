@@ -17,10 +17,11 @@ evaluation (``speedlayer train fraud``).
 
 from __future__ import annotations
 
+from pydantic import Field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.sources.generator_kit import GeneratorOptions, corrupt, iso_time, metadata, pick, timeline, uniform
+from speedlayer.sources.generator_kit import GeneratorOptions, corrupt, iso_time, kind_options, metadata, pick, timeline, uniform
 
 COUNTRIES = (("DE", 0.40), ("FR", 0.15), ("NL", 0.10), ("IT", 0.10), ("ES", 0.10), ("PL", 0.08), ("AT", 0.07))
 #: where fraudsters use a card abroad
@@ -32,6 +33,13 @@ FRAUD_MIX = (("electronics", 0.30), ("gift_cards", 0.25), ("online", 0.20), ("je
 PAYLOAD_FIELDS = ("tx_id", "card_id", "time", "amount", "merchant_category", "country")
 
 
+class TransactionOptions(GeneratorOptions):
+    """``generator://?kind=transactions``: the generator's options, the cards and the share of fraud."""
+
+    cards: int = Field(2000, gt=0, description="cards paying")
+    fraud: float = Field(0.01, ge=0, le=1, description="fraction of fraudulent transactions")
+
+
 def card_traits(opts: GeneratorOptions, card: Column) -> tuple[Column, Column]:
     """(home country, typical amount) of a card: stable per (seed, card)."""
     home = pick(uniform(opts.seed + 2, card, 1), COUNTRIES)
@@ -39,10 +47,10 @@ def card_traits(opts: GeneratorOptions, card: Column) -> tuple[Column, Column]:
     return home, typical
 
 
-def transaction_rows(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
+def transaction_rows(seq: DataFrame, opts: TransactionOptions, start_ms: int) -> DataFrame:
     """Typed transactions with their ground truth: the payload fields, ``event_ms``, ``is_fraud`` (0/1), ``n``.
 
-    >>> transaction_rows(spark.range(5).withColumnRenamed("id", "n"), GeneratorOptions(kind="transactions"), 0)  # doctest: +SKIP
+    >>> transaction_rows(spark.range(5).withColumnRenamed("id", "n"), TransactionOptions(), 0)  # doctest: +SKIP
     """
     c, seed = F.col, opts.seed
     df = timeline(seq, opts, start_ms)
@@ -73,7 +81,8 @@ def transaction_rows(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> D
     )
 
 
-def transaction_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
+@kind_options(TransactionOptions)
+def transaction_events(seq: DataFrame, opts: TransactionOptions, start_ms: int) -> DataFrame:
     """RAW rows of card transactions (no fraud label in the payload); key = the card."""
     c = F.col
     df = transaction_rows(seq, opts, start_ms)

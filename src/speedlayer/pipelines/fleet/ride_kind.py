@@ -15,21 +15,29 @@ from __future__ import annotations
 
 import math
 
+from pydantic import Field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from speedlayer.pipelines.fleet.vehicle_kind import KM_PER_DEG_LAT, KM_PER_DEG_LON, vehicle_path
-from speedlayer.sources.generator_kit import GeneratorOptions, corrupt, iso_time, metadata, timeline, uniform
+from speedlayer.pipelines.fleet.vehicle_kind import KM_PER_DEG_LAT, KM_PER_DEG_LON, VehicleOptions, vehicle_path
+from speedlayer.sources.generator_kit import corrupt, iso_time, kind_options, metadata, timeline, uniform
 
 #: farthest a pickup lies from the vehicle it was placed by, in km
 PICKUP_SPREAD_KM = 0.3
 PAYLOAD_FIELDS = ("request_id", "rider_id", "pickup_lat", "pickup_lon", "request_time")
 
 
-def ride_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
+class RideOptions(VehicleOptions):
+    """``generator://?kind=rides``: the fleet's options (pickups lie near its vehicles) and the riders."""
+
+    riders: int = Field(5000, gt=0, description="riders requesting rides")
+
+
+@kind_options(RideOptions)
+def ride_events(seq: DataFrame, opts: RideOptions, start_ms: int) -> DataFrame:
     """RAW rows of ride requests for a DataFrame of sequence numbers ``n``; key = the rider.
 
-    >>> ride_events(spark.range(3).withColumnRenamed("id", "n"), GeneratorOptions(kind="rides"), 0)  # doctest: +SKIP
+    >>> ride_events(spark.range(3).withColumnRenamed("id", "n"), RideOptions(kind="rides"), 0)  # doctest: +SKIP
     """
     c, seed = F.col, opts.seed
     df = timeline(seq, opts, start_ms)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 
+from pydantic import Field
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.core.durations import parse_duration
 from speedlayer.pipelines.fleet.zones import zone_of
-from speedlayer.sources.generator_kit import GeneratorOptions, iso_time, metadata, uniform
+from speedlayer.sources.generator_kit import GeneratorOptions, iso_time, kind_options, metadata, uniform
 
 CENTER_LAT, CENTER_LON = 52.5200, 13.4050
 #: km per degree of latitude
@@ -65,13 +66,20 @@ def vehicle_path(df: DataFrame, seed: int, start_ms: int) -> DataFrame:
     return df
 
 
-def vehicle_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
+class VehicleOptions(GeneratorOptions):
+    """``generator://?kind=vehicles`` (the default kind): the generator's options and the fleet's size."""
+
+    vehicles: int = Field(2000, gt=0, description="vehicles pinging (kind=rides: the vehicles pickups are placed near)")
+
+
+@kind_options(VehicleOptions)
+def vehicle_events(seq: DataFrame, opts: VehicleOptions, start_ms: int) -> DataFrame:
     """RAW rows for a DataFrame of sequence numbers ``n`` (long).
 
     Built as a chain of projections, each naming its results, so that no expression is copied
     into the next (nesting them would grow the plan exponentially).
 
-    >>> vehicle_events(spark.range(3).withColumnRenamed("id", "n"), GeneratorOptions(), 0)  # doctest: +SKIP
+    >>> vehicle_events(spark.range(3).withColumnRenamed("id", "n"), VehicleOptions(), 0)  # doctest: +SKIP
     """
     seed = opts.seed
     c = F.col
@@ -106,7 +114,7 @@ def vehicle_events(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> Dat
                      *metadata(opts, start_ms, F.format_string("V%04d", c("vehicle"))))
 
 
-def _event_times(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
+def _event_times(seq: DataFrame, opts: VehicleOptions, start_ms: int) -> DataFrame:
     """``n``, the event it sends (``src``: itself, or an earlier one re-sent), its event time and vehicle."""
     seed, c = opts.seed, F.col
     # A duplicate re-sends one of the three events before it, byte for byte.
