@@ -5,9 +5,9 @@ from datetime import datetime, timedelta
 from speedlayer.core.schemas import RAW_SCHEMA
 from speedlayer.decode.validate import decode
 from speedlayer.pipelines.app_actions import APP_ACTION, action_counts
+from speedlayer.pipelines.app_actions_kind import ACTION_MIX
 from speedlayer.pipelines.base import Params
 from speedlayer.runtime.settings import RunSettings
-from speedlayer.sources.generator_actions import ACTION_MIX
 from tests.helpers import batch_output
 
 T0 = datetime(2026, 11, 22, 10, 0, 0)

@@ -21,8 +21,8 @@ from speedlayer.core import plugins
 #: speedlayer's own kinds, as its pyproject.toml declares them (used when its metadata is missing)
 BUILTIN_KINDS = {
     "vehicles": "speedlayer.pipelines.fleet.vehicle_kind:vehicle_events",
-    "actions": "speedlayer.sources.generator_actions:action_events",
-    "transactions": "speedlayer.sources.generator_transactions:transaction_events",
+    "actions": "speedlayer.pipelines.app_actions_kind:action_events",
+    "transactions": "speedlayer.pipelines.fraud.transaction_kind:transaction_events",
     "rides": "speedlayer.pipelines.fleet.ride_kind:ride_events",
 }
 

@@ -6,9 +6,9 @@ A kind is a function ``kind(seq, opts, start_ms)`` from a DataFrame of sequence 
 declares them as a subclass of ``GeneratorOptions`` with ``@kind_options``: ``generator://``
 then takes them with ``kind=`` that kind, and refuses them with any other. Row ``n`` must be a
 pure function of (seed, n, start, rate), never of ``rand`` or the wall clock, so that a replayed
-batch and ``read_batch`` give the same rows.
-speedlayer's own kinds (``generator_actions``, ``generator_transactions``, ...) are written with
-this module; a package registers a kind of its own as an entry point (``speedlayer.sources.generator_kinds``).
+batch and ``read_batch`` give the same rows. speedlayer's own kinds live with their jobs
+(``pipelines.fleet.vehicle_kind``, ``pipelines.app_actions_kind``, ...) and are written with this
+module; a package registers a kind of its own as an entry point (``speedlayer.sources.generator_kinds``).
 
 >>> def order_events(seq, opts, start_ms):  # doctest: +SKIP
 ...     df = timeline(seq, opts, start_ms)     # n, src (what a re-sent copy repeats), event_ms

@@ -117,8 +117,8 @@ def evaluate(scored: DataFrame, threshold: float) -> Evaluation:
 def labelled(spark: SparkSession, generator_uri: str, first: int, end: int) -> DataFrame:
     """Generated transactions ``first`` … ``end - 1`` with their ground truth, typed like decoded events."""
     from speedlayer.core.uris import parse_uri
+    from speedlayer.pipelines.fraud.transaction_kind import transaction_rows
     from speedlayer.sources.generator import GeneratorSource
-    from speedlayer.sources.generator_transactions import transaction_rows
 
     gen = GeneratorSource(parse_uri(generator_uri, "--generator URI"))
     if gen.options.kind != "transactions":
