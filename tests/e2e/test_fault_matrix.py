@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from speedlayer.core.faults import DIR_ENV, ENV
+from speedlayer.producers.produce import ProduceSettings, plan_produce, produce
 from tests import oracle, servers
 from tests.e2e.checks import check_congestion, check_dead_letters, check_sliding, check_windows, final_watermark
 from tests.e2e.killing import CliProcess, batch_ids, mysql_rows, our_tracebacks, query_state, wait_for
@@ -45,6 +46,8 @@ PHASES = [("planned", 1), ("mid-write", 2), ("partition-written", 3), ("written"
 #: the phases each sink passes (a Delta append is one step: no partition is written apart)
 PASSES = {"Delta_table": ("planned", "written")}
 HELD_WITHIN_S, FINAL_RUN_S = 300, 600
+#: a stateful query's partitions (each with its state store): more than one, so a batch is written in parts
+SHUFFLE_PARTITIONS = 2
 
 
 def hold_and_kill(args: list[str], workdir: Path, phase: str, batch: int, hooked: dict[str, str],
@@ -73,6 +76,13 @@ def hold_and_kill(args: list[str], workdir: Path, phase: str, batch: int, hooked
     monkeypatch.delenv(ENV)
 
 
+def connector_jars(spark) -> str:
+    """The jars the test's session fetched for Kafka and Delta (``spark.jars.packages`` ends in ``spark.jars``)."""
+    jars = spark.sparkContext.getConf().get("spark.jars", "")
+    assert "spark-sql-kafka-0-10" in jars and "delta-spark" in jars, jars
+    return jars
+
+
 def check_trips(mysql_url: str, pings, closed_by: datetime) -> None:
     columns = ["vehicle_id", "trip_start", "trip_end", "pings", "distance_km", "max_speed_kmh"]
     rows = mysql_rows(mysql_url, "trips", columns)
@@ -87,12 +97,14 @@ def check_trips(mysql_url: str, pings, closed_by: datetime) -> None:
 
 
 def test_sigkill_at_every_phase_loses_and_repeats_nothing_in_any_sink(spark, kafka, postgres_url, mysql_url, redis_url,
-                                                                      tmp_path, monkeypatch, run_cli):
+                                                                      tmp_path, monkeypatch):
     source, alerts = kafka.create(prefix="fastcars"), kafka.create(prefix="alerts")
     start = (datetime.now(timezone.utc) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:00Z")
-    produced = run_cli("produce", "--to", f"kafka://{kafka.bootstrap}/{source}", "--max-events", str(N), "--rate", "0",
-                       "--generator", GENERATOR, "--start", start, "--no-progress")
-    assert produced.returncode == 0, produced.stderr[-2000:]
+    # what `speedlayer produce` does, in the test's session (the CLI's own Kafka run: tests/producers)
+    plan = plan_produce(ProduceSettings(to=f"kafka://{kafka.bootstrap}/{source}", generator=GENERATOR, rate=0,
+                                        max_events=N, start=start))
+    plan.destination.check()
+    assert produce(spark, plan).events == N
     inputs = kafka.read(source)
     assert len(inputs) == N
 
@@ -116,10 +128,13 @@ def test_sigkill_at_every_phase_loses_and_repeats_nothing_in_any_sink(spark, kaf
             "--output-mode", "congestion=append", "--trip-gap", "5s", "--max-trip", "10s",
             "--state-dir", str(tmp_path / "state"), "--trigger", "available-now", "--no-live",
             "--conf", "spark.ui.enabled=false",
+            # the Kafka connector's and Delta's jars, as the test's session fetched them: no run resolves them again
+            "--conf", f"spark.jars={connector_jars(spark)}",
             # every batch's commit stays on disk, for the check below that each was committed once
             "--retain-batches", "1000",
-            # a held partition keeps its task slot: enough slots for every query's partitions to reach the phase
-            "--master", "local[16]"]
+            # a held partition keeps its task slot: enough slots for every query's partitions to reach the phase;
+            # shuffle partitions pinned (the default is one per core), so that count is the same on any machine
+            "--master", "local[16]", "--conf", f"spark.sql.shuffle.partitions={SHUFFLE_PARTITIONS}"]
     for phase, batch in PHASES:
         hold_and_kill(args, tmp_path, phase, batch, hooked, monkeypatch)
         if phase == "mid-write":  # the killed transaction's records are in the log, and nobody reading committed sees them
