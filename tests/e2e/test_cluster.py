@@ -2,8 +2,9 @@
 
 Every run is the CLI with ``--master spark://...``: speedlayer packs itself and its Python packages,
 the executors unpack them, and the sources, the sinks and the state processors run there. Files
-into Parquet are checked against the same command in local mode, row for row; Redis into every
-database sink, with a worker lost mid-run, against the plain-Python oracle (``test_lost_worker``).
+into Parquet are checked row for row against the same run in local mode (in the test's own local
+session, which needs no second driver); Redis into every database sink, with a worker lost mid-run,
+against the plain-Python oracle (``test_lost_worker``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from pathlib import Path
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
+from speedlayer.runtime.plan import plan_run
+from speedlayer.runtime.run import Run
+from speedlayer.runtime.settings import RunSettings
 from tests.e2e.checks import raw_entries
 from tests.e2e.killing import CliProcess, our_tracebacks
 
@@ -35,9 +39,13 @@ def run_ok(args: list[str], workdir: Path, name: str) -> str:
     return output
 
 
+#: payloads landed as files: the stream's oldest half, some 50 s of event time (about 500 windows, several incidents)
+LANDED = 10_000
+
+
 def land(stream: str, landing: Path, files: int = 4) -> None:
-    """The stream's payloads as ``files`` JSON-lines files, oldest first."""
-    payloads = [payload for _, payload, _ in sorted(raw_entries(stream), key=lambda e: (e[2], e[0]))]
+    """The stream's LANDED oldest payloads as ``files`` JSON-lines files, oldest first."""
+    payloads = [payload for _, payload, _ in sorted(raw_entries(stream), key=lambda e: (e[2], e[0]))][:LANDED]
     landing.mkdir(parents=True)
     now = time.time()  # ingest time: the events lie some minutes before it
     per_file = -(-len(payloads) // files)
@@ -52,17 +60,20 @@ OUTPUTS = ("windows", "incidents")
 
 
 def test_files_to_parquet_on_a_cluster_equals_local_mode(spark, cluster, cluster_env, stream, tmp_path):
+    """The CLI on the cluster; in local mode the same settings run in this process's local[2] session."""
     landing = tmp_path / "landing"
     land(stream, landing)
-    results = {}
-    for where, master in (("cluster", cluster.url), ("local", "local[2]")):
-        out = tmp_path / where
-        run_ok(["run", "fleet", "--source", f"files://{landing}",
-                *(a for name in OUTPUTS for a in ("--sink", f"{name}=parquet:{out / name}")), "--trigger", "available-now",
-                "--incident-after", "2s", "--state-dir", str(tmp_path / f"state-{where}"), "--master", master,
-                "--spark-ui", "off", "--no-live"],
-               tmp_path, where)
-        results[where] = {name: spark.read.parquet(str(out / name)) for name in OUTPUTS}
+    sinks = {where: {name: f"parquet:{tmp_path / where / name}" for name in OUTPUTS} for where in ("cluster", "local")}
+    run_ok(["run", "fleet", "--source", f"files://{landing}",
+            *(a for name, uri in sinks["cluster"].items() for a in ("--sink", f"{name}={uri}")), "--trigger", "available-now",
+            "--incident-after", "2s", "--state-dir", str(tmp_path / "state-cluster"), "--master", cluster.url,
+            "--spark-ui", "off", "--no-live"],
+           tmp_path, "cluster")
+    local = RunSettings(job="fleet", source=f"files://{landing}", sinks=sinks["local"], trigger="available-now",
+                        incident_after="2s", state_dir=str(tmp_path / "state-local"), spark_ui="off")
+    assert Run(spark, plan_run(local)).start_and_wait().stopped_by == "end of input"
+    results = {where: {name: spark.read.parquet(str(tmp_path / where / name)) for name in OUTPUTS}
+               for where in ("cluster", "local")}
     for name in OUTPUTS:
         assert results["local"][name].count() > (100 if name != "incidents" else 0), name
         assertDataFrameEqual(results["cluster"][name], results["local"][name])
