@@ -39,9 +39,11 @@ from tests.e2e.killing import CliProcess, batch_ids, our_tracebacks, query_state
 # one test process runs every test of the session's standalone cluster (it starts once per process)
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-HELD = 2
-#: events per micro-batch: four batches of data, few enough to keep the test short
-PER_TRIGGER = 5_000
+#: the batch held and hit: the second, so that the lost worker's tasks read and write state that a
+#: committed batch left
+HELD = 1
+#: events per micro-batch: two batches of data, few enough to keep the test short
+PER_TRIGGER = 10_000
 
 
 def held_pid(markers) -> int | None:
