@@ -1,19 +1,18 @@
 """The fleet job on a Spark standalone cluster whose workers have nothing of speedlayer installed.
 
 Every run is the CLI with ``--master spark://...``: speedlayer packs itself and its Python packages,
-the executors unpack them, and the sources, the sinks and the state processors run there. Files
-into Parquet are checked row for row against the same run in local mode (in the test's own local
-session, which needs no second driver); Redis into every database sink, with a worker lost mid-run,
-against the plain-Python oracle (``test_lost_worker``).
+the executors unpack them, and the sources, the sinks and the state processors run there. Kafka
+(Spark's connector, added by the run) into Parquet is checked row for row against the same run in
+local mode (in the test's own local session, which needs no second driver), and its alerts into
+Kafka against the plain-Python oracle; Redis into every database sink, with a worker lost mid-run,
+against the oracle too (``test_lost_worker``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -39,44 +38,45 @@ def run_ok(args: list[str], workdir: Path, name: str) -> str:
     return output
 
 
-#: payloads landed as files: the stream's oldest half, some 50 s of event time (about 500 windows, several incidents)
-LANDED = 10_000
+#: payloads of the cluster run: the stream's oldest half, some 50 s of event time (about 500 windows, several
+#: incidents, some 600 alerts)
+PAYLOADS = 10_000
+#: compared with local mode row for row: windows (a JVM state store) and incidents (a
+#: transformWithStateInPandas processor on the executors)
+COMPARED = ("windows", "incidents")
 
 
-def land(stream: str, landing: Path, files: int = 4) -> None:
-    """The stream's LANDED oldest payloads as ``files`` JSON-lines files, oldest first."""
-    payloads = [payload for _, payload, _ in sorted(raw_entries(stream), key=lambda e: (e[2], e[0]))][:LANDED]
-    landing.mkdir(parents=True)
-    now = time.time()  # ingest time: the events lie some minutes before it
-    per_file = -(-len(payloads) // files)
-    for n in range(files):
-        path = landing / f"part-{n}.json"
-        path.write_text("\n".join(payloads[n * per_file:(n + 1) * per_file]) + "\n")
-        os.utime(path, (now + n, now + n))
+def test_kafka_into_parquet_on_a_cluster_equals_local_mode_and_its_alerts_the_oracle(spark, cluster, cluster_env, stream,
+                                                                                      kafka, tmp_path):
+    """Nothing on the workers holds Spark's Kafka connector: the run adds it (``spark.jars.packages``) and
+    Spark hands it to the executors, which read the topic. Windows and incidents into Parquet equal the
+    same settings run in this process's local[2] session, row for row; the alerts, into a Kafka topic,
+    are the oracle's, each once."""
+    from tests import oracle
 
+    payloads = [payload for _, payload, _ in sorted(raw_entries(stream), key=lambda e: (e[2], e[0]))][:PAYLOADS]
+    source, alerts = kafka.create(prefix="fleet"), kafka.create(prefix="alerts")
+    kafka.produce(source, [(None, payload) for payload in payloads])
+    uri = f"kafka://{kafka.bootstrap}/{source}?startingOffsets=earliest"
+    sinks = {where: {name: f"parquet:{tmp_path / where / name}" for name in COMPARED} for where in ("cluster", "local")}
+    output = run_ok(["run", "fleet", "--source", uri,
+                     *(a for name, sink in sinks["cluster"].items() for a in ("--sink", f"{name}={sink}")),
+                     "--sink", f"alerts=kafka://{kafka.bootstrap}/{alerts}", "--trigger", "available-now",
+                     "--incident-after", "2s", "--state-dir", str(tmp_path / "state-cluster"), "--master", cluster.url,
+                     "--spark-ui", "off", "--no-live"],
+                    tmp_path, "cluster")
+    assert "adding org.apache.spark:spark-sql-kafka-0-10_2.13:" in output
 
-#: windows (a JVM state store), and incidents: a transformWithStateInPandas processor on the executors
-OUTPUTS = ("windows", "incidents")
-
-
-def test_files_to_parquet_on_a_cluster_equals_local_mode(spark, cluster, cluster_env, stream, tmp_path):
-    """The CLI on the cluster; in local mode the same settings run in this process's local[2] session."""
-    landing = tmp_path / "landing"
-    land(stream, landing)
-    sinks = {where: {name: f"parquet:{tmp_path / where / name}" for name in OUTPUTS} for where in ("cluster", "local")}
-    run_ok(["run", "fleet", "--source", f"files://{landing}",
-            *(a for name, uri in sinks["cluster"].items() for a in ("--sink", f"{name}={uri}")), "--trigger", "available-now",
-            "--incident-after", "2s", "--state-dir", str(tmp_path / "state-cluster"), "--master", cluster.url,
-            "--spark-ui", "off", "--no-live"],
-           tmp_path, "cluster")
-    local = RunSettings(job="fleet", source=f"files://{landing}", sinks=sinks["local"], trigger="available-now",
-                        incident_after="2s", state_dir=str(tmp_path / "state-local"), spark_ui="off")
+    local = RunSettings(job="fleet", source=uri, sinks=sinks["local"], trigger="available-now", incident_after="2s",
+                        state_dir=str(tmp_path / "state-local"), spark_ui="off")
     assert Run(spark, plan_run(local)).start_and_wait().stopped_by == "end of input"
-    results = {where: {name: spark.read.parquet(str(tmp_path / where / name)) for name in OUTPUTS}
-               for where in ("cluster", "local")}
-    for name in OUTPUTS:
-        assert results["local"][name].count() > (100 if name != "incidents" else 0), name
-        assertDataFrameEqual(results["cluster"][name], results["local"][name])
+    for name in COMPARED:
+        got, want = (spark.read.parquet(str(tmp_path / where / name)) for where in ("cluster", "local"))
+        assert want.count() > (100 if name != "incidents" else 0), name
+        assertDataFrameEqual(got, want)
+
+    expected = oracle.alerts(oracle.kafka_pings(kafka.read(source)))
+    assert len(expected) > 100 and sorted(r.key for r in kafka.read(alerts)) == sorted(expected)
 
 
 def test_a_state_dir_that_only_the_driver_sees_is_refused_before_start(cluster, cluster_env, tmp_path):
@@ -96,24 +96,3 @@ def test_a_state_dir_that_only_the_driver_sees_is_refused_before_start(cluster, 
     assert len(error) == 1 and "error: an executor on " in error[0], result.stderr[-3000:]
     assert f" cannot see: --state-dir {private / 'state'}; " in error[0] and "shared storage" in error[0]
     assert not list(private.iterdir()), "the driver's private directory leaked to the executors' view"
-
-
-def test_a_kafka_source_is_read_by_executors_that_got_the_connector_from_the_run(cluster, cluster_env, kafka, tmp_path):
-    """Nothing on the workers holds Spark's Kafka connector: the run adds it (``spark.jars.packages``) and
-    Spark hands it to the executors, which read the topic; the alerts are written exactly once."""
-    from datetime import datetime, timezone
-
-    from tests import oracle
-
-    source, alerts = kafka.create(prefix="fastcars"), kafka.create(prefix="alerts")
-    payloads = [{"event_id": f"e{i}", "vehicle_id": f"V{i % 5}", "event_time": "2026-11-01T10:00:00Z",
-                 "speed_kmh": 20.0 + i, "lat": 52.52, "lon": 13.40} for i in range(200)]
-    kafka.produce(source, [(p["vehicle_id"], json.dumps(p)) for p in payloads])
-    output = run_ok(["run", "fleet", "--source", f"kafka://{kafka.bootstrap}/{source}?startingOffsets=earliest",
-                     "--sink", f"alerts=kafka://{kafka.bootstrap}/{alerts}", "--trigger", "available-now",
-                     "--state-dir", str(tmp_path / "state"), "--master", cluster.url, "--spark-ui", "off", "--no-live"],
-                    tmp_path, "kafka")
-    assert "adding org.apache.spark:spark-sql-kafka-0-10_2.13:" in output
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
-    expected = oracle.alerts([oracle.parse(json.dumps(p), now) for p in payloads])
-    assert expected and sorted(r.key for r in kafka.read(alerts)) == sorted(expected)
