@@ -1,5 +1,6 @@
 """Trips, congestion and count windows as streams equal the same functions on the same events in batch."""
 
+import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -14,18 +15,25 @@ SOURCE = ("generator://?seed=5&start=2026-11-22T10:00:00Z&rate=200&vehicles=180&
           "&rows_per_batch=900")
 
 
-def run_stream(spark, tmp_path, output, mode="append"):
-    s = RunSettings(job="fleet", source=SOURCE, max_events=1800, state_dir=str(tmp_path / "state"),
+STREAMED = {"trips": "append", "count-windows": "append", "congestion": "complete"}
+
+
+@pytest.fixture(scope="module")
+def streamed(spark, tmp_path_factory):
+    """One run of the three outputs, each in a query of its own, as three runs of one output each would
+    write them: by output, (what the stream wrote, the static run, the stream's final watermark)."""
+    s = RunSettings(job="fleet", source=SOURCE, max_events=1800, state_dir=str(tmp_path_factory.mktemp("sw") / "state"),
                     watermark="1s", trip_gap="1s", count_window=3,
-                    sinks={output: f"memory:sw_{output.replace('-', '_')}"}, output_mode={output: mode})
+                    sinks={o: f"memory:sw_{o.replace('-', '_')}" for o in STREAMED}, output_mode=STREAMED)
     summary = Run(spark, plan_run(s)).start_and_wait()
     assert summary.stopped_by == "--max-events 1800"
-    got = spark.table(f"sw_{output.replace('-', '_')}")
-    return got, batch_output(spark, s, output), F.lit(summary.queries[0].watermark).cast("timestamp")
+    assert sorted(q.output for q in summary.queries) == sorted(STREAMED)
+    return {q.output: (spark.table(f"sw_{q.output.replace('-', '_')}"), batch_output(spark, s, q.output),
+                       F.lit(q.watermark).cast("timestamp")) for q in summary.queries}
 
 
-def test_trips_stream_equals_batch(spark, tmp_path):
-    got, expected, watermark = run_stream(spark, tmp_path, "trips")
+def test_trips_stream_equals_batch(streamed):
+    got, expected, watermark = streamed["trips"]
     # append mode: a trip comes out once the watermark passes its last ping plus the gap
     closed = expected.where(F.col("trip_end") + F.expr("INTERVAL 1 SECOND") <= watermark)
     assert got.count() > 150 and got.where("pings > 1 and distance_km > 0").count() > 80
@@ -47,14 +55,14 @@ def test_trips_of_vehicles_that_never_pause_close_at_the_max_trip_length(spark, 
     assertDataFrameEqual(got, closed, rtol=1e-9)
 
 
-def test_count_windows_stream_equals_batch(spark, tmp_path):
-    got, expected, watermark = run_stream(spark, tmp_path, "count-windows")
+def test_count_windows_stream_equals_batch(streamed):
+    got, expected, watermark = streamed["count-windows"]
     # a window comes out once the watermark passes its last ping
     assert got.count() > 300
     assertDataFrameEqual(got, expected.where(F.col("window_end") <= watermark), rtol=1e-9)
 
 
-def test_congestion_stream_equals_batch_in_complete_mode(spark, tmp_path):
-    got, expected, _ = run_stream(spark, tmp_path, "congestion", mode="complete")
+def test_congestion_stream_equals_batch_in_complete_mode(streamed):
+    got, expected, _ = streamed["congestion"]
     assert got.count() >= 2  # the last batch holds every zone-minute
     assertDataFrameEqual(got, expected, rtol=1e-9)
