@@ -20,7 +20,8 @@ def settings(tmp_path, **kwargs):
 
 
 def test_stream_equals_batch_on_late_free_data(spark, tmp_path):
-    s = settings(tmp_path)
+    # two batches of events, 22.5 s each: windows span the batch boundary
+    s = settings(tmp_path, source=SOURCE.replace("rows_per_batch=3000", "rows_per_batch=4500"))
     summary = Run(spark, plan_run(s)).start_and_wait()
     assert summary.stopped_by == "--max-events 9000"
     watermark = next(q.watermark for q in summary.queries if q.output == "windows")
@@ -34,7 +35,8 @@ def test_stream_equals_batch_on_late_free_data(spark, tmp_path):
 
 def test_restart_resumes_from_the_checkpoint_and_writes_each_window_once(spark, tmp_path):
     out = tmp_path / "windows"
-    s = settings(tmp_path, sinks={"windows": f"parquet://{out}"}, max_events=12000)
+    # batches 0 and 1 before the stop, batch 2 (the last events) and the flush after it
+    s = settings(tmp_path, sinks={"windows": f"parquet://{out}"}, max_events=9000)
     first = Run(spark, plan_run(s))
     first.start()
     from tests.helpers import wait_for_batch
@@ -46,7 +48,7 @@ def test_restart_resumes_from_the_checkpoint_and_writes_each_window_once(spark, 
     written_before = spark.read.parquet(str(out)).count()
 
     summary = Run(spark, plan_run(s)).start_and_wait()
-    assert summary.stopped_by == "--max-events 12000"
+    assert summary.stopped_by == "--max-events 9000"
     manifest = json.loads((tmp_path / "state" / "speedlayer-run.json").read_text())
     assert manifest["run_state"]["generator_start_ms"] == 1795341600000
     result = spark.read.parquet(str(out))

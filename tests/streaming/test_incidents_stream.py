@@ -71,8 +71,9 @@ def test_incident_open_across_a_restart_is_written_once_with_both_halves(spark, 
 
 
 def test_stream_equals_the_static_run_for_every_incident_closed_under_the_watermark(spark, tmp_path):
+    # two batches of 60 s of events each (state carried from one to the next), then the flush
     s = RunSettings(job="fleet", source="generator://?seed=5&start=2026-11-22T10:00:00Z&rate=100&vehicles=200&late=0"
-                    "&rows_per_batch=4000", max_events=12_000, incident_timeout="10s",
+                    "&rows_per_batch=6000", max_events=12_000, incident_timeout="10s",
                     sinks={"incidents": "memory:inc_stream"}, state_dir=str(tmp_path / "state"))
     summary = Run(spark, plan_run(s)).start_and_wait()
     watermark = summary.queries[0].watermark
