@@ -85,3 +85,16 @@ def test_a_query_that_cannot_start_ends_the_run_cleaned_up(spark):
     with pytest.raises(QueryFailedError, match="could not start the fleet job: no such format"):
         Run(spark, plan).start()
     assert not plan.state_dir.exists()
+
+
+def test_a_bounded_query_that_has_flushed_stops_while_a_slower_one_goes_on(spark, tmp_path):
+    """500 events a batch, 1,500 in all: batch 2 reads the last, two more flush (FLUSH_BATCHES), one may be
+    in flight when the stop comes, and the run polls every 0.2 s: at most 8 batches a query. The alerts
+    query's batches take a fraction of the trips query's (a Python state processor): it used to run empty
+    batches back to back until trips was done too."""
+    settings = RunSettings(job="fleet", source="generator://?seed=5&rows_per_batch=500&late=0&start=2026-01-01T00:00:00Z",
+                           max_events=1500, state_dir=str(tmp_path / "st"), trigger="processing:0s",
+                           sinks={"alerts": "memory:", "trips": "memory:"})
+    summary = Run(spark, plan_run(settings)).start_and_wait()
+    batches = {q.output: q.batches for q in summary.queries}
+    assert summary.stopped_by == "--max-events 1500" and all(4 <= b <= 8 for b in batches.values()), batches

@@ -89,6 +89,9 @@ class Run:
         self.force_stop = threading.Event()
         self._started_at = 0.0
         self._reached: dict[str, int] = {}  # per query: the batch that read the --max-events-th event
+        #: bounded queries stopped as soon as they flushed, and what stopping them raised (by query name)
+        self._flushed: set[str] = set()
+        self._early_stop_errors: dict[str, BaseException] = {}
         #: called once every query has started (the CLI attaches its views there)
         self.on_started = on_started
         self._starters: dict[str, Callable[[], Any]] = {}  # by query name: starts it again (see _restarted)
@@ -300,6 +303,15 @@ class Run:
             reached = self._reached[query.name] = last["batchId"]
         return last["batchId"] >= reached + FLUSH_BATCHES
 
+    def _stop_flushed(self) -> bool:
+        """Stop each bounded query that has read its last event and flushed its windows (its batches from
+        here on would be empty, and take the cores the others still need); whether every query is done."""
+        for query in self.queries:
+            if query.name not in self._flushed and query.isActive and self._bounded_done(query):
+                self._early_stop_errors.update(stop_after_batch([query], False, self.force_stop))
+                self._flushed.add(query.name)
+        return all(q.name in self._flushed for q in self.queries)
+
     def wait(self) -> RunSummary:
         """Block until the run ends (bounded input done, --duration over, stop requested, or failure)."""
         settings = self.plan.settings
@@ -316,6 +328,9 @@ class Run:
                     error = failed.exception()
                     line = first_line(error, self.written_places().get(failed.name, ()), self.plan.explain_failure)
                     raise QueryFailedError(f"query {failed.name} failed: {line}") from error
+                if settings.max_events and self._stop_flushed():
+                    stopped_by = f"--max-events {settings.max_events}"
+                    break
                 if all(not q.isActive for q in self.queries):
                     if any(q.exception() is not None for q in self.queries):
                         continue  # one ended since the check above: restart it or fail the run there
@@ -326,12 +341,9 @@ class Run:
                 if deadline is not None and time.monotonic() >= deadline:
                     stopped_by = f"--duration {settings.duration:g}s"
                     break
-                if settings.max_events and all(self._bounded_done(q) for q in self.queries):
-                    stopped_by = f"--max-events {settings.max_events}"
-                    break
                 time.sleep(0.2)
         finally:
-            stop_errors = self._stop_all()
+            stop_errors = {**self._early_stop_errors, **self._stop_all()}
             save_report(self.plan.state_dir, self.executors.poll(force=True), running=False)
             if self.state is not None:
                 self.state.release()
