@@ -9,7 +9,6 @@ directory. The CLI, ``speedlayer.run``, the testing kit and the bench are its cl
 subscribe to its ``tracker``. ``speedlayer.runtime.build`` wires source -> decode -> pipeline.
 """
 
-
 from __future__ import annotations
 
 import dataclasses
