@@ -78,6 +78,9 @@ _EXPORTS = {
     "RunHandle": "speedlayer.runtime.handle",
     "QueryStatus": "speedlayer.runtime.handle",
     "RunSummary": "speedlayer.runtime.summary",
+    "RunSettings": "speedlayer.runtime.settings",  # a run's settings, as a config file names them
+    "plan_run": "speedlayer.runtime.plan",  # a run planned and checked, without Spark (sinks= takes Sink objects)
+    "Run": "speedlayer.runtime.run",  # the runner: prepare, start, wait, clean up
     # errors
     "SpeedlayerError": "speedlayer.core.errors",
     "ConfigError": "speedlayer.core.errors",

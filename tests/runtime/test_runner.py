@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+import speedlayer
 from speedlayer.core.errors import ConfigError, QueryFailedError, SinkError
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
@@ -98,3 +99,13 @@ def test_a_bounded_query_that_has_flushed_stops_while_a_slower_one_goes_on(spark
     summary = Run(spark, plan_run(settings)).start_and_wait()
     batches = {q.output: q.batches for q in summary.queries}
     assert summary.stopped_by == "--max-events 1500" and all(4 <= b <= 8 for b in batches.values()), batches
+
+
+def test_sinks_given_wrong_are_one_line_each():
+    with pytest.raises(ConfigError, match=r"sinks=\{'alerts': ...\} takes a Sink object, not the class CollectSink: "
+                                          r"give an instance"):
+        plan_run(RunSettings(job="fleet"), sinks={"alerts": CollectSink})
+    with pytest.raises(ConfigError, match=r"takes a Sink object, not str 'memory:a'"):
+        plan_run(RunSettings(job="fleet"), sinks={"alerts": "memory:a"})
+    with pytest.raises(ConfigError, match=r"sinks takes a dict of output name -> sink URI, e.g. .* not str 'windows=memory:x'"):
+        speedlayer.run("fleet", sinks="windows=memory:x")

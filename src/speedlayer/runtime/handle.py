@@ -168,6 +168,9 @@ def run(job: str | Job, source: str | None = None, sinks: Mapping[str, str] | No
     1200
     """
     given = job if isinstance(job, Job) else None
+    if sinks is not None and not isinstance(sinks, Mapping):
+        raise ConfigError(f"sinks takes a dict of output name -> sink URI, e.g. {{'windows': 'memory:w'}}, "
+                          f"not {type(sinks).__name__} {sinks!r}"[:300])
     values = {"job": given.name if given else job, "source": source, "sinks": dict(sinks or {}), "trigger": trigger,
               **settings}
     started = Run(None, plan_run(build_settings({}, values), given))

@@ -172,7 +172,7 @@ def plan_run(settings: RunSettings, job: Job | None = None, sinks: Mapping[str, 
     params = _params(settings, job, trigger.continuous)
     if job.check is not None:
         job.check(params)
-    given = dict(sinks or {})
+    given = _sink_objects(sinks)
     if not settings.sinks and not given and not job.default_outputs:
         raise ConfigError(f"job {job.name!r} names no default outputs: choose with --sink NAME=URI "
                           f"(its outputs: {', '.join(job.outputs)})")
@@ -217,6 +217,20 @@ def plan_run(settings: RunSettings, job: Job | None = None, sinks: Mapping[str, 
     inputs = _input_sources(settings, job, source, trigger, queries, notes)
     return RunPlan(settings, job, source, params, trigger, tuple(queries), state_dir, temporary, tuple(notes),
                    inputs=inputs, py_files=code.py_files)
+
+
+def _sink_objects(sinks: Mapping[str, Sink] | None) -> dict[str, Sink]:
+    """``plan_run``'s ``sinks``: Sink objects by output name, or a one-line refusal of anything else."""
+    if sinks is None:
+        return {}
+    if not isinstance(sinks, Mapping):
+        raise ConfigError(f"sinks= takes a dict of output name -> Sink object, not {type(sinks).__name__}")
+    for name, sink in sinks.items():
+        if not isinstance(sink, Sink):
+            given = f"the class {sink.__name__}" if isinstance(sink, type) else f"{type(sink).__name__} {sink!r}"[:80]
+            raise ConfigError(f"sinks={{{name!r}: ...}} takes a Sink object, not {given}: give an instance "
+                              "(MySink(...)), or a URI in the settings' sinks (RunSettings(sinks={...}))")
+    return dict(sinks)
 
 
 def _open_source(settings: RunSettings, job: Job, trigger: Trigger) -> Source:

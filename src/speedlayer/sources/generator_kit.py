@@ -52,7 +52,8 @@ class GeneratorOptions(BaseModel):
     def _known_kind(cls, value: str) -> str:
         known = kinds()
         if value not in known:
-            raise ValueError(f"unknown kind {value!r}: choose one of {', '.join(known)}")
+            raise ValueError(f"unknown kind {value!r}: choose one of {', '.join(known)} (a package adds one "
+                             "through the entry-point group speedlayer.generator_kinds)")
         return value
 
     @field_validator("disorder", "late_delay")
