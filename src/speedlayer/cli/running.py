@@ -67,6 +67,7 @@ def execute(settings: RunSettings, live: bool, console: Console, errors: Console
             surfaces: Surfaces = Surfaces()) -> RunSummary:
     """Run a job to its end; Ctrl-C once stops after the current batch, twice stops now."""
     plan = plan_run(settings)
+    settings = plan.settings  # with the job's defaults: one copy of the settings from here on
     check_java()
     check_master(settings.master)
     run = Run(None, plan, notify=lambda line: errors.print(f"note: {line}", soft_wrap=True))

@@ -175,19 +175,20 @@ def mask_secrets(text: str) -> str:
     return rebuilt
 
 
-def open_by_scheme(registry: Mapping[str, Any], text: str, what: str, examples: str,
-                   unknown: str = "unknown {what} scheme {scheme!r} in {display!r}") -> Any:
-    """An instance of the registry's class for the URI's scheme; an unknown scheme lists ``examples``.
+def class_by_scheme(registry: Mapping[str, Any], text: str, what: str, examples: str,
+                    unknown: str = "unknown {what} scheme {scheme!r} in {display!r}") -> tuple[Any, Uri]:
+    """The registry's class for the URI's scheme, and the parsed URI (the caller, which knows the class's
+    kind, makes the instance); an unknown scheme lists ``examples``.
 
-    >>> open_by_scheme({"memory": lambda uri: uri.path}, "memory:t", "sink URI", "memory:t")
-    't'
+    >>> class_by_scheme({"memory": dict}, "memory:t", "sink URI", "memory:t")[0]
+    <class 'dict'>
     """
     uri = parse_uri(text, what)
     cls = registry.get(uri.scheme)
     if cls is None:
         message = unknown.format(what=what.split()[0], scheme=uri.scheme, display=uri.display)
         raise ConfigError(f"{message}: use one of {examples}")
-    return cls(uri)
+    return cls, uri
 
 
 def parse_options(model: type[BaseModel], options: Mapping[str, Any], where: str) -> Any:

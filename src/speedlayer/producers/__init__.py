@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from speedlayer.core.uris import open_by_scheme
+from speedlayer.core.uris import class_by_scheme
 from speedlayer.producers.base import Destination, EventSlice
 from speedlayer.producers.files import FilesDestination
 from speedlayer.producers.kafka import KafkaDestination
@@ -22,4 +22,5 @@ def open_destination(text: str) -> Destination:
     >>> open_destination("files:///tmp/landing").describe()
     'files:/tmp/landing (JSON lines)'
     """
-    return open_by_scheme(DESTINATIONS, text, "--to URI", EXAMPLES, unknown="cannot produce to {scheme}:// ({display})")
+    cls, uri = class_by_scheme(DESTINATIONS, text, "--to URI", EXAMPLES, unknown="cannot produce to {scheme}:// ({display})")
+    return cls(uri)

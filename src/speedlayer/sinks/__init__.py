@@ -8,7 +8,7 @@ there like any plug-in.
 from __future__ import annotations
 
 from speedlayer.core import plugins
-from speedlayer.core.uris import open_by_scheme
+from speedlayer.core.uris import class_by_scheme
 from speedlayer.sinks.base import Sink
 
 #: speedlayer's own sinks, as its pyproject.toml declares them (used when its metadata is missing)
@@ -49,4 +49,5 @@ def open_sink(text: str) -> Sink:
     found = sink_registry()
     plugins.report(found)
     others = [f"{scheme}:" for scheme, entry in found.entries.items() if not entry.builtin]
-    return open_by_scheme(found.values(), text, "sink URI", ", ".join([EXAMPLES, *others]))
+    cls, uri = class_by_scheme(found.values(), text, "sink URI", ", ".join([EXAMPLES, *others]))
+    return cls(uri)

@@ -7,7 +7,7 @@ entry-point name is the scheme); speedlayer declares its own there like any plug
 from __future__ import annotations
 
 from speedlayer.core import plugins
-from speedlayer.core.uris import open_by_scheme
+from speedlayer.core.uris import class_by_scheme
 from speedlayer.sources.base import Source
 
 #: speedlayer's own sources, as its pyproject.toml declares them (used when its metadata is missing)
@@ -41,4 +41,5 @@ def open_source(text: str) -> Source:
     found = source_registry()
     plugins.report(found)
     others = [f"{scheme}://" for scheme, entry in found.entries.items() if not entry.builtin]
-    return open_by_scheme(found.values(), text, "source URI", ", ".join([EXAMPLES, *others]))
+    cls, uri = class_by_scheme(found.values(), text, "source URI", ", ".join([EXAMPLES, *others]))
+    return cls(uri)
