@@ -89,6 +89,17 @@ def stop(process: subprocess.Popen) -> dict:
     return {"exit_code": code, "stop_s": round(time.monotonic() - began, 1), "killed": killed}
 
 
+def _stop_with_the_soak() -> None:
+    """In the run's process, before it starts: SIGTERM (a graceful stop) when the soak's own process dies,
+    however it dies (a caller's timeout kills it outright), so that no run outlives its soak. Linux only."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def wait_until_up(process: subprocess.Popen, probe: Probe, timeout_s: float = STARTUP_TIMEOUT_S) -> float | None:
     """Seconds from launch until every output's query has finished a batch (None: the run ended or
     ``timeout_s`` passed first). A soak's minutes count from there: start-up is not what it measures."""
@@ -255,7 +266,8 @@ def soak_run(args: argparse.Namespace, uri: str, work: Path) -> dict:
     print(f"soak: {args.minutes:g} min at {args.rate:,} events/s, a sample every {args.every:g} s; run in {work}", flush=True)
     print("  " + shlex.join(command), flush=True)
     with open(work / "run.log", "wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=work)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=work,
+                                   preexec_fn=_stop_with_the_soak)
         probe = Probe(process.pid, f"http://127.0.0.1:{port}/metrics", work / "state" / "checkpoints",
                       {o: work / "out" / o for o in OUTPUTS})
         try:

@@ -152,7 +152,7 @@ def test_a_short_soak_samples_judges_and_checks_its_outputs(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "soak.py"), "--minutes", "0.4", "--every", "3",
                            "--rate", "500", "--warmup", "0.1", "--out-dir", str(out)],
-                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "soak-0.4min.json").read_text())
     assert results["machine"]["cores"] == os.cpu_count() and results["machine"]["java"].startswith(("openjdk", "java"))
