@@ -60,7 +60,7 @@ def live(spark, tmp_path_factory):
             started.side_queries.append(tap)
         started.tracker.subscribe(scrape_after_batch)
 
-    run._on_started = on_started
+    run.on_started = on_started
     run.start()
     result = {}
     waiter = threading.Thread(target=lambda: result.setdefault("summary", run.wait()), daemon=True)
