@@ -101,12 +101,13 @@ def _stop_with_the_soak() -> None:
 
 
 def wait_until_up(process: subprocess.Popen, probe: Probe, timeout_s: float = STARTUP_TIMEOUT_S) -> float | None:
-    """Seconds from launch until every output's query has finished a batch (None: the run ended or
-    ``timeout_s`` passed first). A soak's minutes count from there: start-up is not what it measures."""
+    """Seconds from launch until every output's query has finished a batch that read events (None: the
+    run ended or ``timeout_s`` passed first; a rate source's first batch is empty). A soak's minutes
+    count from there: start-up is not what it measures."""
     began, wanted = time.monotonic(), {f"fleet_{o.replace('-', '_')}" for o in OUTPUTS}
     while process.poll() is None and time.monotonic() - began < timeout_s:
         queries = scrape(probe.metrics_url) or {}
-        if all(queries.get(q, {}).get("batches", 0) >= 1 for q in wanted):
+        if all(queries.get(q, {}).get("input_rows", 0) > 0 for q in wanted):
             return round(time.monotonic() - began, 1)
         time.sleep(1)
     return None
