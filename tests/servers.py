@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from contextlib import closing
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -161,6 +164,40 @@ def main(argv: list[str]) -> int:
     if argv == ["--usual-ports"]:
         return serve_on_usual_ports()
     command = argv[argv.index("--") + 1:] if "--" in argv else argv
+    scratch = _scratch_dir()
+    try:
+        return _run_with_servers(command, {"TMPDIR": str(scratch), "SPARK_LOCAL_DIRS": str(scratch)})
+    finally:
+        left = _size(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+        print(f"test scratch: {left / 2**30:.1f} GiB left under {scratch}, removed", flush=True)
+
+
+def _size(root: Path) -> int:
+    total = 0
+    for parent, _, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(parent, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _scratch_dir() -> Path:
+    """One directory for every temporary file of the run, removed at its end.
+
+    Spark's local directories (a cluster test's executors unpack a 370 MB Python archive into each),
+    pytest's ``tmp_path``s, the servers' data and every ``tempfile`` go there, so a killed process's
+    leftovers go with the run instead of filling the machine's /tmp over many runs.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix="speedlayer-test-run-"))
+    scratch.chmod(0o755)  # PostgreSQL runs as its own user and must reach its data directory
+    tempfile.tempdir = str(scratch)
+    return scratch
+
+
+def _run_with_servers(command: list[str], env: dict[str, str]) -> int:
     def start(service: Service):
         try:
             return service, service.server().start()
@@ -171,7 +208,7 @@ def main(argv: list[str]) -> int:
     # One after another, from this thread: a server dies with the thread that started it.
     started = [(s, server) for s, server in map(start, ALL) if server is not None]
     try:
-        env = {**os.environ, **{service.env: str(server.port) for service, server in started}}
+        env = {**os.environ, **env, **{service.env: str(server.port) for service, server in started}}
         print("test servers: " + ", ".join(f"{s.name} on {s.host}:{server.port}" for s, server in started), flush=True)
         return subprocess.call(command, env=env)
     finally:
