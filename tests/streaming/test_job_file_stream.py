@@ -30,7 +30,8 @@ def test_every_output_of_a_job_file_equals_the_oracle(spark, landed, tmp_path):
                                   "per-customer": "memory:jf_customers", "dead-letters": "memory:jf_dead"},
                            output_mode={"per-customer": "complete"})
     plan = plan_run(settings)
-    summary = Run(spark, plan).start_and_wait()
+    run = Run(spark, plan)
+    summary = run.start_and_wait()
     assert summary.stopped_by == "end of input"
     expected = oracle(files)
 
@@ -46,6 +47,6 @@ def test_every_output_of_a_job_file_equals_the_oracle(spark, landed, tmp_path):
 
     watermarks = {q.output: q.watermark for q in summary.queries}
     assert datetime.fromisoformat(watermarks["revenue"].replace("Z", "")) == expected["watermark"]
-    # the plan told which outputs keep state (the dedup keeps state for every one but dead letters)
-    assert {q.output.name: q.output.stateful for q in plan.queries} == {
+    # the run learned which outputs keep state from their query plans (the dedup keeps state for all but dead letters)
+    assert {name: output.stateful for name, output in run.outputs.items()} == {
         "revenue": True, "big-orders": True, "per-customer": True, "dead-letters": False}

@@ -15,7 +15,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from urllib.parse import urlencode
 
@@ -25,7 +25,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import parse_uri
 from speedlayer.producers import Destination, EventSlice, open_destination
 from speedlayer.producers.files import FilesDestination
-from speedlayer.sources.generator import GeneratorOptions, GeneratorSource, parse_generator_options, parse_start
+from speedlayer.sources.generator import GeneratorOptions, GeneratorSource, parse_start
 from speedlayer.sources.generator_kinds import kinds
 
 
@@ -101,7 +101,6 @@ def plan_produce(settings: ProduceSettings) -> ProducePlan:
     uri = parse_uri(settings.generator, "--generator URI")
     if uri.scheme != "generator":
         raise ConfigError(f"--generator takes a generator:// URI, e.g. 'generator://?seed=7&vehicles=500', not {uri.display!r}")
-    GeneratorSource(uri)  # the URI as given: options only, each valid
     updates: dict = {}
     if settings.seed is not None:
         updates["seed"] = settings.seed
@@ -111,7 +110,8 @@ def plan_produce(settings: ProduceSettings) -> ProducePlan:
         updates["kind"] = settings.kind  # validated with its options: a kind has options of its own
     if settings.rate and "rate" not in uri.options:
         updates["rate"] = settings.rate  # event times then follow the publishing pace
-    options = parse_generator_options({**uri.options, **{k: str(v) for k, v in updates.items()}})
+    merged = {**uri.options, **{k: str(v) for k, v in updates.items()}}
+    options = GeneratorSource(replace(uri, options=merged)).options  # options only, each valid for the kind
     pace = options.rate if settings.rate is None else settings.rate
     end = settings.from_event + settings.max_events if settings.max_events else None
     start_text = settings.start or options.start

@@ -189,6 +189,21 @@ def plan_run(settings: RunSettings, job: Job | None = None, sinks: Mapping[str, 
     code = plan_code_shipping(job, settings.master, settings.ship)  # the job's own modules, for Python workers
     notes.extend([code.note] if code.note else [])
 
+    queries = _query_plans(settings, job, params, trigger, sink_uris, given, state_dir)
+    if settings.one_query:
+        queries, shared_notes = share_queries(job.name, queries, trigger, state_dir)
+        notes.extend(shared_notes)
+    source = _open_source(settings, job, trigger)
+    notes.extend(filter(None, [*source.warnings(), faults.note()]))
+    source.check_plan(main_readers(queries))
+    inputs = _input_sources(settings, job, source, trigger, queries, notes)
+    return RunPlan(settings, job, source, params, trigger, tuple(queries), state_dir, temporary, tuple(notes),
+                   inputs=inputs, py_files=code.py_files)
+
+
+def _query_plans(settings: RunSettings, job: Job, params: Params, trigger: Trigger,
+                 sink_uris: Mapping[str, str | Sink], given: Mapping[str, Sink], state_dir: Path) -> list[QueryPlan]:
+    """One query per output: its sink opened and checked against the output, its mode, name and checkpoint."""
     queries, destinations = [], {}
     for name, uri in sink_uris.items():
         try:
@@ -208,15 +223,7 @@ def plan_run(settings: RunSettings, job: Job | None = None, sinks: Mapping[str, 
             output.check(params, mode)
         queries.append(QueryPlan(output, sink, mode, sink.query_name(f"{job.name}_{name.replace('-', '_')}"),
                                  state_dir / "checkpoints" / name))
-    if settings.one_query:
-        queries, shared_notes = share_queries(job.name, queries, trigger, state_dir)
-        notes.extend(shared_notes)
-    source = _open_source(settings, job, trigger)
-    notes.extend(filter(None, [*source.warnings(), faults.note()]))
-    source.check_plan(main_readers(queries))
-    inputs = _input_sources(settings, job, source, trigger, queries, notes)
-    return RunPlan(settings, job, source, params, trigger, tuple(queries), state_dir, temporary, tuple(notes),
-                   inputs=inputs, py_files=code.py_files)
+    return queries
 
 
 def _sink_objects(sinks: Mapping[str, Sink] | None) -> dict[str, Sink]:

@@ -122,7 +122,7 @@ class Run:
     def start(self, spark=None) -> None:
         """Prepare if nobody has, then start every query (in ``spark``, when the run was made without
         a session). A query Spark refuses stops the others and cleans up, in one line."""
-        if spark is not None:
+        if spark is not None and spark is not self.spark:
             self.spark = spark
             self.executors = self._executor_watch()
         self.prepare()
