@@ -187,7 +187,7 @@ def _size(root: Path) -> int:
 def _scratch_dir() -> Path:
     """One directory for every temporary file of the run, removed at its end.
 
-    Spark's local directories (a cluster test's executors unpack a 370 MB Python archive into each),
+    Spark's local directories (a cluster test's executors unpack the shipped Python archive into each),
     pytest's ``tmp_path``s, the servers' data and every ``tempfile`` go there, so a killed process's
     leftovers go with the run instead of filling the machine's /tmp over many runs.
     """
