@@ -28,7 +28,8 @@ def pytest_xdist_make_scheduler(config, log):
 
     pytest-xdist groups tests by a suffix it adds to ``item._nodeid``, which pytest 9 no longer
     reads (a node's id is ``item._id``): its ``xdist_group`` marks group nothing. This scheduler
-    makes the heavy modules one unit of work and every other test a unit of its own.
+    makes the heavy modules one unit of work and every other module a unit of its own, so a
+    module-scoped fixture (one stream run for several tests) runs once, not once per process.
     """
     if config.getvalue("dist") != "loadgroup":
         return None
@@ -36,7 +37,8 @@ def pytest_xdist_make_scheduler(config, log):
 
     class HeavyTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "heavy" if nodeid.split("::")[0] in HEAVY_MODULES else nodeid
+            module = nodeid.split("::")[0]
+            return "heavy" if module in HEAVY_MODULES else module
 
     return HeavyTogether(config, log)
 
