@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from speedlayer.core.sizes import human_size, tree_size
 from speedlayer.testing.cluster import free_port  # noqa: F401 — tests take it from here too
 from tests import local_servers
 from tests.local_servers import port_open
@@ -168,20 +169,9 @@ def main(argv: list[str]) -> int:
     try:
         return _run_with_servers(command, {"TMPDIR": str(scratch), "SPARK_LOCAL_DIRS": str(scratch)})
     finally:
-        left = _size(scratch)
+        left = human_size(tree_size(scratch))
         shutil.rmtree(scratch, ignore_errors=True)
-        print(f"test scratch: {left / 2**30:.1f} GiB left under {scratch}, removed", flush=True)
-
-
-def _size(root: Path) -> int:
-    total = 0
-    for parent, _, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(parent, name)).st_size
-            except OSError:
-                pass
-    return total
+        print(f"test scratch: {left} left under {scratch}, removed", flush=True)
 
 
 def _scratch_dir() -> Path:
