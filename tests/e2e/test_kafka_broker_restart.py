@@ -70,9 +70,9 @@ def test_a_broker_that_does_not_come_back_stops_the_run_in_bounded_time_with_one
     topics.produce(source, _pings(3_000))
     # The reader's client gives up after default.api.timeout.ms (60 s) times fetchOffset.numRetries (3),
     # shortened here, as a user who wants to know sooner would.
-    reader = "&maxOffsetsPerTrigger=500&kafka.request.timeout.ms=5000&kafka.default.api.timeout.ms=10000"
+    reader = "&maxOffsetsPerTrigger=500&kafka.request.timeout.ms=2000&kafka.default.api.timeout.ms=4000"
     run = CliProcess(["run", "fleet", "--source", f"kafka://{broker.bootstrap}/{source}?startingOffsets=earliest{reader}",
-                      "--sink", f"alerts=kafka://{broker.bootstrap}/{alerts}?retry_for=10s",
+                      "--sink", f"alerts=kafka://{broker.bootstrap}/{alerts}?retry_for=4s",
                       "--state-dir", str(tmp_path / "state"), "--trigger", "processing:1s", "--no-live",
                       "--conf", "spark.ui.enabled=false"], tmp_path, tmp_path / "run.log")
     commits = tmp_path / "state" / "checkpoints" / "alerts" / "commits"

@@ -141,8 +141,8 @@ def test_a_users_sink_that_declares_real_time_output_is_planned_in_real_time_mod
     installed("acme-noop", {"speedlayer.sinks": {"noop": "acme_noop:NoopSink"},
                             "speedlayer.sources": {"fast": "acme_fast:FastSource"}},
               {"acme_noop": JVM_SINK, "acme_fast": FAST})
-    p = plan_run(RunSettings(job="shop", source="fast://", trigger="realtime:1min", sinks={"totals": "noop:"}), job=SHOP)
+    p = plan_run(RunSettings(job="shop", source="fast://", trigger="realtime:1min", sinks={"dead-letters": "noop:"}), job=SHOP)
     assert p.trigger.realtime and [(q.sink.scheme, q.mode) for q in p.queries] == [("noop", "update")]
     with pytest.raises(ConfigError, match="sink parquet: cannot take real-time output"):
-        plan_run(RunSettings(job="shop", source="fast://", trigger="realtime:1min", sinks={"totals": "parquet:o"}),
+        plan_run(RunSettings(job="shop", source="fast://", trigger="realtime:1min", sinks={"dead-letters": "parquet:o"}),
                  job=SHOP)

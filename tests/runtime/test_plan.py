@@ -19,7 +19,7 @@ def test_defaults_select_windows_and_alerts_on_the_console():
     p = plan()
     assert [(q.output.name, q.sink.scheme, q.mode) for q in p.queries] == [
         ("windows", "console", "append"), ("alerts", "console", "append")]
-    assert p.temporary_state and not p.params.continuous
+    assert p.temporary_state and not p.params.stateless
 
 
 def test_a_job_object_that_is_not_registered_is_planned_under_its_own_name():
@@ -94,7 +94,7 @@ def test_incident_settings_reach_the_pipeline():
 
 def test_continuous_alerts_run_without_deduplication():
     p = plan(trigger="continuous:1s", sinks={"alerts": "console:"})
-    assert p.trigger.continuous and p.params.continuous
+    assert p.trigger.continuous and p.params.stateless
     assert any("at-least-once" in note for note in p.notes)
 
 
@@ -160,9 +160,11 @@ def test_a_generator_start_given_is_never_moved(tmp_path):
 # --- real-time mode and source notes ------------------------------------------------------------
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"trigger": "realtime:1min"}, r"source generator:// cannot be read in real-time mode .*use a kafka:// source"),
-    ({"trigger": "realtime:1min", "source": "files:///x"}, "source files:// cannot be read in real-time mode"),
-    ({"trigger": "realtime:2s", "source": "kafka://k:9092/t"},
+    ({"trigger": "realtime:1min", "sinks": {"alerts": "console:"}},
+     r"source generator:// cannot be read in real-time mode .*use a kafka:// source"),
+    ({"trigger": "realtime:1min", "source": "files:///x", "sinks": {"alerts": "console:"}},
+     "source files:// cannot be read in real-time mode"),
+    ({"trigger": "realtime:2s", "source": "kafka://k:9092/t", "sinks": {"alerts": "console:"}},
      r"shorter than real-time mode's minimum batch duration 5s .*use realtime:5s"),
     ({"trigger": "realtime:1min", "source": "kafka://k:9092/t", "sinks": {"alerts": "parquet:out/a"}},
      "sink parquet: cannot take real-time output"),
@@ -170,6 +172,8 @@ def test_a_generator_start_given_is_never_moved(tmp_path):
      "sink memory: cannot take real-time output"),
     ({"trigger": "realtime:1min", "source": "kafka://k:9092/t", "sinks": {"alerts": "console:"},
       "output_mode": {"alerts": "append"}}, "real-time mode writes update only: use --output-mode alerts=update"),
+    ({"trigger": "realtime:1min", "source": "kafka://k:9092/t", "sinks": {"windows": "console:"}},
+     r"output 'windows' keeps state \(windows\), which real-time mode cannot do: .*select only"),
 ])
 def test_realtime_runs_are_refused_before_start(kwargs, match):
     with pytest.raises(ConfigError, match=match) as err:
@@ -179,7 +183,7 @@ def test_realtime_runs_are_refused_before_start(kwargs, match):
 
 def test_realtime_on_kafka_writes_update_to_the_console():
     p = plan(trigger="realtime:", source="kafka://k:9092/t", sinks={"alerts": "console:", "dead-letters": "console:"})
-    assert p.trigger.realtime and p.trigger.interval_ms == 300_000 and not p.params.continuous
+    assert p.trigger.realtime and p.trigger.interval_ms == 300_000 and p.params.stateless
     assert [q.mode for q in p.queries] == ["update", "update"]
 
 

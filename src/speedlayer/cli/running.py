@@ -31,8 +31,11 @@ def summary_table(summary: RunSummary) -> Table:
     for column in ("output", "sink", "guarantee", "mode", "batches", "input rows", "final watermark", "checkpoint"):
         table.add_column(column)
     for q in summary.queries:
-        table.add_row(q.output, q.sink, q.guarantee, q.mode, str(q.batches), f"{q.input_rows:,}", q.watermark or "-",
+        rows = f"{q.input_rows:,}" if q.input_rows is not None else "not counted"
+        table.add_row(q.output, q.sink, q.guarantee, q.mode, str(q.batches), rows, q.watermark or "-",
                       human_size(q.checkpoint_bytes))
+    if any(q.input_rows is None for q in summary.queries):
+        table.caption += " · continuous mode: batches are the epochs committed; Spark counts no rows in that mode"
     return table
 
 

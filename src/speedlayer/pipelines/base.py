@@ -35,8 +35,8 @@ class Params:
     sliding_window_ms: int = 60_000
     slide_ms: int = 10_000
     watermark_ms: int = 5_000
-    #: continuous mode keeps no state: no watermark, and re-sent events are not dropped
-    continuous: bool = False
+    #: continuous and real-time mode keep no state: no watermark, and re-sent events are not dropped
+    stateless: bool = False
     #: which copy of a re-sent event a stream keeps: "exact" the lowest offset, "fast" the first Spark meets
     dedup: str = "exact"
     #: the job's own options (an instance of ``Job.options``), from ``--option KEY=VALUE`` or their own flags
@@ -45,7 +45,7 @@ class Params:
 
 @dataclass(frozen=True)
 class Output:
-    """A named output: the modes it can be written in, and whether it needs state (no continuous)."""
+    """A named output: the modes it can be written in, and whether it needs state (none in continuous or real-time mode)."""
 
     name: str
     summary: str

@@ -123,7 +123,7 @@ def drop_duplicates(events: DataFrame, params: Params, key: str | Sequence[str] 
     watermark on a stream, all of them in batch.
 
     Which copy counts: see the module's docstring. A DataFrame without an ``offset`` column (one
-    made by hand) keeps any copy. The ``offset`` column is dropped; in continuous mode (no state)
+    made by hand) keeps any copy. The ``offset`` column is dropped; in continuous and real-time mode (no state)
     nothing else is.
 
     >>> drop_duplicates(events.withWatermark("event_time", "5 seconds"), Params(dedup="exact")).columns  # doctest: +SKIP
@@ -132,7 +132,7 @@ def drop_duplicates(events: DataFrame, params: Params, key: str | Sequence[str] 
     """
     fields = key_fields(key)
     has_offset = "offset" in events.columns
-    if params.continuous:
+    if params.stateless:
         return events.drop("offset")
     if not events.isStreaming:
         return _lowest_offset_static(events, fields) if has_offset else events.dropDuplicates(list(fields))

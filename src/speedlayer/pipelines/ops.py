@@ -14,11 +14,11 @@ from speedlayer.pipelines.base import Params
 
 
 def with_watermark(events: DataFrame, params: Params, column: str = "event_time", extra_ms: int = 0) -> DataFrame:
-    """Event-time watermark on ``column`` (none on a static DataFrame or in continuous mode).
+    """Event-time watermark on ``column`` (none on a static DataFrame or in continuous and real-time mode).
 
     ``extra_ms`` lengthens Spark's delay beyond ``params.watermark_ms`` (windows with allowed lateness).
     """
-    if not events.isStreaming or params.continuous:
+    if not events.isStreaming or params.stateless:
         return events
     return events.withWatermark(column, spark_interval(params.watermark_ms + extra_ms))
 

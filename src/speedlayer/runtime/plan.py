@@ -91,7 +91,7 @@ class RunPlan:
         return self.inputs[output.dead_letters_of] if output.dead_letters_of else self.source
 
 
-def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
+def _params(settings: RunSettings, job: Job, stateless: bool) -> Params:
     known = set(job.options.model_fields) if job.options else set()
     for key in sorted(settings._loose - known):
         options = f"; job {job.name!r} options are {', '.join(sorted(known))}" if known else ""
@@ -105,7 +105,7 @@ def _params(settings: RunSettings, job: Job, continuous: bool) -> Params:
         sliding_window_ms=positive_duration(settings.sliding_window, "sliding window"),
         slide_ms=positive_duration(settings.slide, "--slide"),
         watermark_ms=parse_duration(settings.watermark, "--watermark"),
-        continuous=continuous,
+        stateless=stateless,
         dedup=settings.dedup,
         options=options,
     )
@@ -169,7 +169,7 @@ def plan_run(settings: RunSettings, job: Job | None = None, sinks: Mapping[str, 
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark), override=settings.max_ahead is not None)
     trigger = parse_trigger(settings.trigger)
     check_ship(settings.ship)
-    params = _params(settings, job, trigger.continuous)
+    params = _params(settings, job, trigger.stateless)
     if job.check is not None:
         job.check(params)
     given = _sink_objects(sinks)
@@ -184,8 +184,8 @@ def plan_run(settings: RunSettings, job: Job | None = None, sinks: Mapping[str, 
     notes = []
     if temporary:
         notes.append(f"no --state-dir: checkpoints go to {state_dir} and are removed at exit (a restart starts over)")
-    if trigger.continuous:
-        notes.append("continuous mode is at-least-once and keeps no state: re-sent events are not removed")
+    if trigger.stateless:
+        notes.append(f"{trigger.mode} is at-least-once and keeps no state: re-sent events are not removed")
     code = plan_code_shipping(job, settings.master, settings.ship)  # the job's own modules, for Python workers
     notes.extend([code.note] if code.note else [])
 
@@ -271,9 +271,9 @@ def _state_dir(settings: RunSettings) -> tuple[Path, bool]:
 def _check_output_fits(job: Job, output: Output, sink: Sink, trigger: Trigger) -> None:
     """Refuse an output or sink the trigger cannot run (continuous and real-time mode, per-batch outputs)."""
     name = output.name
-    if trigger.continuous and output.stateful:
+    if trigger.stateless and output.stateful:
         stateless = ", ".join(o.name for o in job.outputs.values() if not o.stateful)
-        raise ConfigError(f"output {name!r} keeps state (windows), which continuous mode cannot do: "
+        raise ConfigError(f"output {name!r} keeps state (windows), which {trigger.mode} cannot do: "
                           f"use a micro-batch trigger such as processing:1s, or select only {stateless}")
     instead = sink.instead or "console:, memory: or spark-kafka://"
     if trigger.continuous and not sink.supports_continuous:

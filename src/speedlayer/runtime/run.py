@@ -142,7 +142,7 @@ class Run:
             self.spark.sparkContext.addPyFile(str(path))
         if not is_local(self.plan.settings.master):
             check_reachable(self.spark, run_places(self.plan))
-        if self.plan.trigger.continuous:
+        if self.plan.trigger.stateless:
             self._share_cores()
         self.spark.streams.addListener(self.tracker)
         self.executors.poll(force=True)
@@ -259,10 +259,11 @@ class Run:
         return True
 
     def _share_cores(self) -> None:
-        """Continuous mode runs one task per source partition for good: the queries must fit the cores."""
+        """Continuous and real-time mode keep one task per source partition running (for good, or for the
+        whole batch): the queries must fit the cores, or the tasks without one wait for ever."""
         cores, queries = self.spark.sparkContext.defaultParallelism, len(self.plan.queries)
         if cores < queries:
-            raise ConfigError(f"continuous mode keeps a task running per query and source partition: {queries} queries "
+            raise ConfigError(f"{self.plan.trigger.mode} keeps a task running per query and source partition: {queries} queries "
                               f"need at least {queries} cores, this session has {cores}: "
                               f"use --master local[{queries}] or select fewer outputs")
         self.plan.source.limit_partitions(cores // queries)

@@ -27,8 +27,10 @@ class QuerySummary:
     sink: str
     guarantee: str
     mode: str
+    #: micro-batches run; in continuous mode, the epochs committed
     batches: int
-    input_rows: int
+    #: None in continuous mode, where Spark counts no rows
+    input_rows: int | None
     watermark: str | None
     #: the bytes of the query's checkpoint on disk (the job's shared query: the one all its outputs share)
     checkpoint_bytes: int = 0
@@ -48,14 +50,23 @@ def summarise(plan: RunPlan, tracker: ProgressTracker, stopped_by: str, elapsed_
     """Each planned query's batches, rows, final watermark and checkpoint size, from its progress."""
     rows = []
     sizes = {path: tree_size(path) for path in dict.fromkeys(qp.checkpoint for qp in plan.queries)}
+    continuous = plan.trigger.continuous
     for qp in plan.queries:
         progress = tracker.get(qp.name)
+        batches = committed_epochs(qp.checkpoint) if continuous else progress.batches if progress else 0
         rows.append(QuerySummary(
             qp.name, qp.output.name, qp.sink.describe(), qp.sink.guarantee, qp.mode,
-            progress.batches if progress else 0, progress.input_rows if progress else 0,
+            batches, None if continuous else progress.input_rows if progress else 0,
             progress.watermark if progress else None, sizes[qp.checkpoint],
         ))
     return RunSummary(rows, elapsed_s, plan.state_dir, stopped_by, sum(sizes.values()))
+
+
+def committed_epochs(checkpoint: Path) -> int:
+    """The epochs a continuous query committed, from its commit log (Spark reports no progress in that mode)."""
+    commits = checkpoint / "commits"
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    return max(ids) + 1 if ids else 0
 
 
 def save_summary(summary: RunSummary) -> None:

@@ -30,6 +30,17 @@ class Trigger:
         return self.kind == "realtime"
 
     @property
+    def mode(self) -> str:
+        """The processing mode, as messages name it: ``continuous mode``, ``real-time mode`` or ``micro-batch mode``."""
+        return {"continuous": "continuous mode", "realtime": "real-time mode"}.get(self.kind, "micro-batch mode")
+
+    @property
+    def stateless(self) -> bool:
+        """Whether queries under this trigger run without state: continuous mode has none, and Spark's
+        real-time mode allows no shuffle and no deduplication (its operator allowlist, Spark 4.2)."""
+        return self.kind in ("continuous", "realtime")
+
+    @property
     def bounded(self) -> bool:
         """Whether the query stops by itself once the available input is processed."""
         return self.kind in ("available-now", "once")

@@ -125,10 +125,12 @@ class Source(ABC):
         return self.uri.display
 
     def limit_partitions(self, partitions: int) -> None:
-        """Read with at most this many partitions where the source can choose.
+        """Read with at most this many partitions: fewer where the source can choose, and a
+        ``ConfigError`` saying what to change where it cannot (a Kafka topic's partitions are its own).
 
-        Continuous mode keeps one task per source partition running for good, so the runner
-        shares the cores between its queries with this.
+        Continuous and real-time mode keep one task per source partition running (for good, or for
+        a whole batch), so the runner shares the cores between its queries with this: a query with
+        more partitions than cores would wait for ever for the cores its last tasks need.
         """
 
     @abstractmethod

@@ -171,6 +171,20 @@ def check_brokers(brokers: list[str], error: type[Exception]) -> None:
     raise error(f"no Kafka broker answers at {', '.join(brokers)}: start one, or fix the address")
 
 
+def topic_partitions(brokers: list[str], topics: list[str], options: dict[str, str]) -> dict[str, int]:
+    """How many partitions each of ``topics`` has (topics the broker does not know yet are left out)."""
+    kafka_client()
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": ",".join(brokers), **security_settings(options)}, logger=quiet())
+    try:
+        metadata = admin.list_topics(timeout=CONNECT_TIMEOUT_S * 5)
+    except Exception as exc:  # noqa: BLE001 — the broker's refusal, said in one line
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SourceError(f"could not list the topics at {', '.join(brokers)}: {reason}") from None
+    return {t: len(metadata.topics[t].partitions) for t in topics if t in metadata.topics}
+
+
 def is_secret(option: str) -> bool:
     """Whether a Kafka client option holds a secret: what ``is_secret_option`` says of any setting,
     or a Kafka option ending in ``.key`` (a PEM private key such as ``ssl.keystore.key``)."""
@@ -288,6 +302,15 @@ class KafkaSource(Source):
 
     def spark_packages(self) -> list[str]:
         return [connector_package()]
+
+    def limit_partitions(self, partitions: int) -> None:
+        counts = topic_partitions(self.brokers, self.topics, self.client_options)
+        total = sum(counts.values())
+        if total > partitions:
+            each = ", ".join(f"{topic} has {n}" for topic, n in counts.items())
+            raise ConfigError(f"continuous and real-time mode keep a task running for each Kafka partition, and "
+                              f"{each}: each query here has {partitions} core(s): give each query {total} "
+                              f"(--master local[N]), or read a topic of at most {partitions} partition(s)")
 
     def check_session(self, spark: SparkSession) -> None:
         check_connector(spark)

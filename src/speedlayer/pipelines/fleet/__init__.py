@@ -48,7 +48,7 @@ def fleet_pipeline(events: DataFrame, params: Params, rides: Decoded | None = No
         "sliding": lambda: sliding_averages(clean, params),
         "alerts": lambda: overspeed_alerts(clean, params),
     }
-    if not params.continuous:  # the outputs below keep state, which continuous mode has none of
+    if not params.stateless:  # the outputs below keep state, which continuous and real-time mode have none of
         from speedlayer.pipelines.fleet.congestion import zone_congestion
         from speedlayer.pipelines.fleet.count_windows import count_windows
         from speedlayer.pipelines.fleet.trips import trips
