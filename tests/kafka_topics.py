@@ -64,6 +64,13 @@ class KafkaTopics:
             except KafkaException:  # already gone
                 pass
 
+    def topic_config(self, name: str, key: str) -> str:
+        """One setting of a topic, as the broker reports it."""
+        from confluent_kafka.admin import ConfigResource
+
+        admin, resource = self._admin(), ConfigResource("topic", name)
+        return admin.describe_configs([resource])[resource].result(30)[key].value
+
     def produce(self, topic: str, records: list[tuple[str | None, str | bytes]], partition: int | None = None) -> None:
         """Write (key, value) records and wait until the broker has them all."""
         from confluent_kafka import Producer

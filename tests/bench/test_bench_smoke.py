@@ -22,7 +22,8 @@ def test_bench_writes_table_json_and_plots_and_reports_impossible_modes(run_cli,
     assert "keeps state" in cells["windows", "continuous:1s"]["reason"]
     for output in ("windows", "alerts"):
         assert cells[output, "realtime:"]["status"] == "not supported"
-        assert "Kafka" in cells[output, "realtime:"]["reason"]
+    assert "keeps state (windows), which real-time mode cannot do" in cells["windows", "realtime:"]["reason"]
+    assert "Kafka" in cells["alerts", "realtime:"]["reason"]
     measured = [cells["windows", "processing:0s"], cells["alerts", "processing:0s"], cells["alerts", "continuous:1s"]]
     for c in measured:
         assert c["status"] == "ok", c["reason"]
@@ -52,6 +53,10 @@ def test_bench_and_advise_refuse_bad_options(capsys):
 
     for argv, match in ((["bench", "--output", "sliding"], "not 'sliding'"),
                         (["bench", "--mode", "soon"], "unknown trigger"),
+                        (["bench", "--kafka", "broker"], "give the broker as host:port"),
+                        (["bench", "--kafka", "127.0.0.1:1"], "no Kafka broker answers at 127.0.0.1:1"),
+                        (["bench", "--kafka", "127.0.0.1:1", "--mode", "soon"], "unknown trigger"),
+                        (["bench", "--kafka", "127.0.0.1:1", "--rate", "0"], "--rate and --cell-seconds"),
                         (["advise", "--rate", "1000", "--headroom", "2"], "--headroom"),
                         (["advise", "--rate", "1000", "--size", "5000"], "two different --size"),
                         (["advise", "--rate", "1000", "--from", "/nonexistent/bench.json"], "does not exist")):

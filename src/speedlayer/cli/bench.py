@@ -26,8 +26,19 @@ def bench_command(
     watermark: str | None = typer.Option(None, "--watermark", help="watermark delay (default 5s; --quick 1s)"),
     schedule_seconds: float | None = typer.Option(None, "--schedule-seconds", help="available-now: a run every N seconds"),
     master: str | None = typer.Option(None, "--master", help="Spark master (default local[2])"),
+    kafka: str | None = typer.Option(None, "--kafka", metavar="HOST:PORT",
+                                     help="measure the alerts Kafka -> Kafka on this broker instead, in continuous, "
+                                          "real-time and micro-batch mode, as a Kafka consumer sees the latency"),
 ) -> None:
     """Measure end-to-end latency, sustained throughput, CPU and memory per output, trigger and input rate."""
+    if kafka is not None:
+        from pathlib import Path
+
+        from speedlayer.bench.kafka_command import execute_kafka_bench
+
+        execute_kafka_bench(kafka, tuple(mode or ()), tuple(rate or ()), warmup_seconds, cell_seconds,
+                            master or "local[2]", Path(out_dir), out, err)
+        return
     from speedlayer.bench.lab import LabConfig
 
     cfg = LabConfig.quick() if quick else LabConfig()

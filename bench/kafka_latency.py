@@ -1,0 +1,127 @@
+"""Latency since ingest as a Kafka user measures it: the fleet alerts, Kafka -> Kafka, in every mode,
+speedlayer beside plain PySpark written by hand, in one run and one SparkSession.
+
+For each trigger (continuous, real-time, micro-batch) and rate, both sides run in turn on new topics;
+a consumer computes output append time minus input append time (``LogAppendTime`` on both topics,
+the one broker's clock), p50/p99/p99.9 over the measured span after a warm-up. The broker is the one
+given with ``--bootstrap``, or one started here from the test suite's jars.
+
+    .venv/bin/python bench/kafka_latency.py                        # 1,000 and 10,000/s, 60 s measured
+    .venv/bin/python bench/kafka_latency.py --quick                # 1,000/s, 20 s measured
+    .venv/bin/python bench/kafka_latency.py --bootstrap localhost:9092 --modes continuous:1s
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from plain_fleet import EVENT_SCHEMA, load_zone_rows, speed_limit  # noqa: E402
+from speedlayer.bench.kafka_latency import (  # noqa: E402
+    KAFKA_MODES,
+    KafkaCell,
+    cell_line,
+    cells_json,
+    kafka_session,
+    measure_cell,
+    speedlayer_alerts,
+)
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def plain_alerts(spark, bootstrap: str, trigger: str, state_root: str):
+    """The same alerts as a PySpark user writes them from the docs: from_json, in micro-batch a watermark
+    and dropDuplicatesWithinWatermark, the zone limit as a CASE WHEN, Spark's Kafka sink."""
+    kind, _, every = trigger.partition(":")
+    every = {"1s": "1 second", "1min": "1 minute", "0s": "0 seconds"}.get(every, every)
+    zones = load_zone_rows()
+
+    def start(source: str, out: str):
+        raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", source).option("startingOffsets", "earliest").load())
+        events = raw.select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e")).select("e.*")
+        if kind == "processing":
+            events = events.withWatermark("event_time", "5 seconds").dropDuplicatesWithinWatermark(["event_id"])
+        alerts = (events.withColumn("speed_limit_kmh", speed_limit(F.col("lat"), F.col("lon"), zones))
+                  .where(F.col("speed_kmh") > F.col("speed_limit_kmh"))
+                  .withColumn("excess_kmh", F.round(F.col("speed_kmh") - F.col("speed_limit_kmh"), 1)))
+        writer = (alerts.select(F.col("event_id").alias("key"), F.to_json(F.struct(*alerts.columns)).alias("value"))
+                  .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", out)
+                  .option("checkpointLocation", f"{state_root}/plain-{source}"))
+        if kind == "continuous":
+            writer = writer.trigger(continuous=every)
+        elif kind == "realtime":
+            writer = writer.outputMode("update").trigger(realTime=every)
+        else:
+            writer = writer.trigger(processingTime=every)
+        query = writer.start()
+        return query.stop
+    return start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", help="a broker to use (default: start one from the test suite's jars)")
+    parser.add_argument("--modes", default=",".join(KAFKA_MODES))
+    parser.add_argument("--rates", default="1000,10000")
+    parser.add_argument("--warmup", type=float, default=20.0)
+    parser.add_argument("--measure", type=float, default=60.0)
+    parser.add_argument("--quick", action="store_true", help="1,000/s, 10 s warm-up, 20 s measured")
+    parser.add_argument("--out", type=Path, default=RESULTS / "kafka_latency.json")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rates, args.warmup, args.measure = "1000", 10.0, 20.0
+    modes, rates = args.modes.split(","), [int(r) for r in args.rates.split(",")]
+
+    with ExitStack() as stack:
+        bootstrap = args.bootstrap
+        if bootstrap is None:
+            from tests.local_servers import Kafka
+
+            broker = stack.enter_context(Kafka())
+            bootstrap = f"{broker.host}:{broker.port}"
+        scratch = Path(tempfile.mkdtemp(prefix="speedlayer-kafka-latency-"))
+        stack.callback(shutil.rmtree, scratch, True)
+        spark = kafka_session("local[2]", scratch / "spark.log")
+        started = time.monotonic()
+        cells: list[KafkaCell] = []
+        for rate in rates:
+            for mode in modes:
+                # the two sides in turn; the order alternates with the mode so neither always goes first
+                sides = [("speedlayer", speedlayer_alerts(spark, bootstrap, mode, str(scratch))),
+                         ("plain", plain_alerts(spark, bootstrap, mode, str(scratch)))]
+                if (modes.index(mode) + rates.index(rate)) % 2:
+                    sides.reverse()
+                for side, start in sides:
+                    cell = measure_cell(bootstrap, side, mode, rate, start, args.warmup, args.measure)
+                    cells.append(cell)
+                    print(cell_line(cell), flush=True)
+        ratios = {}
+        for rate in rates:
+            for mode in modes:
+                pair = {c.side: c for c in cells if c.mode == mode and c.rate == rate and c.status == "ok"}
+                if len(pair) == 2:
+                    ratios[f"{mode}@{rate}"] = round(pair["speedlayer"].p99_ms / max(pair["plain"].p99_ms, 1.0), 3)
+                    print(f"{mode} {rate:,}/s: speedlayer p99 / plain p99 = {ratios[f'{mode}@{rate}']:.2f}")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(cells_json(cells, command=" ".join(["bench/kafka_latency.py", *(argv or sys.argv[1:])]),
+                                       elapsed_s=round(time.monotonic() - started), warmup_s=args.warmup,
+                                       measure_s=args.measure, p99_ratios=ratios))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""What ``speedlayer bench --kafka HOST:PORT`` does: the alerts Kafka -> Kafka in each processing mode, the
+latency as a Kafka consumer computes it (``speedlayer.bench.kafka_latency``), a table and a JSON file."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from speedlayer.bench.kafka_latency import KAFKA_MODES, KafkaCell, cell_line, cells_json, kafka_session, run_kafka_bench
+from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.triggers import parse_trigger
+from speedlayer.sources.kafka import check_brokers
+
+RATES = (1_000, 10_000)
+#: the file the run writes into its --out directory
+KAFKA_JSON = "kafka-latency.json"
+
+
+def cells_table(cells: list[KafkaCell]) -> Table:
+    table = Table(title="fleet alerts, Kafka -> Kafka: output append time - input append time (ms)",
+                  title_justify="left")
+    for column in ("mode", "rate/s", "p50", "p99", "p99.9", "max", "alerts measured"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    for c in cells:
+        if c.status != "ok":
+            table.add_row(c.mode, f"{c.rate:,}", c.status, "", "", "", c.reason[:60])
+            continue
+        table.add_row(c.mode, f"{c.rate:,}", f"{c.p50_ms:,.0f}", f"{c.p99_ms:,.0f}", f"{c.p999_ms:,.0f}",
+                      f"{c.max_ms:,.0f}", f"{c.measured:,}")
+    return table
+
+
+def execute_kafka_bench(bootstrap: str, modes: tuple[str, ...], rates: tuple[int, ...], warmup_s: float | None,
+                        measure_s: float | None, master: str, out_dir: Path, console: Console,
+                        errors: Console) -> list[KafkaCell]:
+    """Check the options and the broker, run the cells, print the table, write ``kafka-latency.json``."""
+    modes, rates = modes or KAFKA_MODES, rates or RATES
+    warmup_s, measure_s = 20.0 if warmup_s is None else warmup_s, 60.0 if measure_s is None else measure_s
+    for mode in modes:
+        parse_trigger(mode)
+    if any(r <= 0 for r in rates) or warmup_s < 0 or measure_s <= 0:
+        raise ConfigError("--rate and --cell-seconds must be above zero and --warmup-seconds not below: "
+                          "e.g. --rate 1000 --cell-seconds 60 --warmup-seconds 20")
+    if ":" not in bootstrap or "/" in bootstrap:
+        raise ConfigError(f"--kafka {bootstrap}: give the broker as host:port, e.g. --kafka localhost:9092")
+    check_brokers([bootstrap], ConfigError)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="speedlayer-bench-kafka-"))
+    log = out_dir / "spark.log"
+    errors.print(f"starting Spark ({master}) with Spark's Kafka connector; Spark's log: {log}", soft_wrap=True)
+    errors.print(f"bench: fleet alerts on {bootstrap}, {len(modes) * len(rates)} cells of {warmup_s:g} s warm-up + "
+                 f"{measure_s:g} s measured (new topics each, removed after)", soft_wrap=True)
+    started = time.monotonic()
+    try:
+        spark = kafka_session(master, log)
+        cells = run_kafka_bench(spark, bootstrap, modes, rates, warmup_s, measure_s, str(scratch),
+                                lambda cell: errors.print("  " + cell_line(cell), soft_wrap=True, markup=False))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    console.print(cells_table(cells))
+    path = out_dir / KAFKA_JSON
+    path.write_text(cells_json(cells, bootstrap=bootstrap, master=master, warmup_s=warmup_s, measure_s=measure_s,
+                               elapsed_s=round(time.monotonic() - started)))
+    console.print(f"wrote {path}", soft_wrap=True)
+    return cells
