@@ -36,6 +36,7 @@ from speedlayer.bench.kafka_latency import (  # noqa: E402
     kafka_session,
     measure_cell,
     speedlayer_alerts,
+    warm_up_session,
 )
 
 RESULTS = ROOT / "bench" / "results"
@@ -96,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(shutil.rmtree, scratch, True)
         spark = kafka_session("local[2]", scratch / "spark.log")
         started = time.monotonic()
+        for start in (speedlayer_alerts(spark, bootstrap, modes[0], str(scratch)),
+                      plain_alerts(spark, bootstrap, modes[0], str(scratch))):
+            warm_up_session(bootstrap, modes[0], rates[0], start)
         cells: list[KafkaCell] = []
         for rate in rates:
             for mode in modes:

@@ -278,7 +278,9 @@ def kafka_session(master: str, log_file: Any) -> Any:
 
 def run_kafka_bench(spark: Any, bootstrap: str, modes: tuple[str, ...], rates: tuple[int, ...], warmup_s: float,
                     measure_s: float, state_root: str, on_cell: Callable[[KafkaCell], None]) -> list[KafkaCell]:
-    """Every (mode, rate) cell of the fleet alerts through speedlayer, Kafka -> Kafka, in turn."""
+    """Every (mode, rate) cell of the fleet alerts through speedlayer, Kafka -> Kafka, in turn, after one
+    cell not kept that warms the session's JVM up (a fresh JVM's first minute runs uncompiled code)."""
+    warm_up_session(bootstrap, modes[0], rates[0], speedlayer_alerts(spark, bootstrap, modes[0], state_root))
     cells = []
     for rate in rates:
         for mode in modes:
@@ -287,6 +289,11 @@ def run_kafka_bench(spark: Any, bootstrap: str, modes: tuple[str, ...], rates: t
             on_cell(cell)
             cells.append(cell)
     return cells
+
+
+def warm_up_session(bootstrap: str, mode: str, rate: int, start: Starter, seconds: float = 30) -> None:
+    """A cell whose figures are dropped: the JVM compiles the query's code before the cells that count."""
+    measure_cell(bootstrap, "warm-up", mode, rate, start, seconds, 5)
 
 
 def cells_json(cells: list[KafkaCell], **about: Any) -> str:

@@ -26,6 +26,7 @@ from speedlayer.core.sizes import parse_size
 from speedlayer.runtime.bounds import BOUNDED_MEMORY, MAX_MEMORY_MB, BoundsWatch
 from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame, writing_per_batch
 from speedlayer.runtime.executors import ExecutorWatch, save_report
+from speedlayer.runtime.low_latency import share_cores, stateless_conf
 from speedlayer.runtime.plan import QueryPlan, RunPlan
 from speedlayer.runtime.progress import ProgressTracker
 from speedlayer.runtime.reach import check_reachable, run_places
@@ -143,7 +144,7 @@ class Run:
         if not is_local(self.plan.settings.master):
             check_reachable(self.spark, run_places(self.plan))
         if self.plan.trigger.stateless:
-            self._share_cores()
+            share_cores(self.spark, self.plan)
         self.spark.streams.addListener(self.tracker)
         self.executors.poll(force=True)
         self.state.pin_at_start()
@@ -204,7 +205,8 @@ class Run:
         if qp.output.per_batch is not None:
             writer = PerBatchWriter(writer, qp.output.per_batch)
             df = per_batch_schema_frame(self.spark, df, qp.output.per_batch)
-        query = qp.sink.start(writer, df, target)
+        with session_conf(self.spark, stateless_conf(self.spark) if self.plan.trigger.stateless else {}):
+            query = qp.sink.start(writer, df, target)
         # a restart's target is made again: its checkpoint is no longer fresh (the run's own rows are in the sink)
         self._starters[query.name] = lambda: self._restart([qp], lambda: self._start_query(qp, df, self._target(qp)))
         return query
@@ -257,16 +259,6 @@ class Run:
         if restarted is not None:
             queries.append(restarted)
         return True
-
-    def _share_cores(self) -> None:
-        """Continuous and real-time mode keep one task per source partition running (for good, or for the
-        whole batch): the queries must fit the cores, or the tasks without one wait for ever."""
-        cores, queries = self.spark.sparkContext.defaultParallelism, len(self.plan.queries)
-        if cores < queries:
-            raise ConfigError(f"{self.plan.trigger.mode} keeps a task running per query and source partition: {queries} queries "
-                              f"need at least {queries} cores, this session has {cores}: "
-                              f"use --master local[{queries}] or select fewer outputs")
-        self.plan.source.limit_partitions(cores // queries)
 
     def start_and_wait(self) -> RunSummary:
         """Start, then wait for the end, then clean up (for bounded runs and tests)."""
