@@ -70,3 +70,22 @@ def test_a_python_worker_prints_through_the_filter_to_the_terminal_and_the_log(t
     assert DAEMON_FLUSH not in done.stderr and "BrokenPipeError" not in done.stderr
     assert "TransformWithState" not in done.stderr and "\n\n\n" not in done.stderr
     assert DAEMON_TEXT in log.read_text() and CHATTER in log.read_text()
+
+
+def test_the_resolvers_report_goes_to_the_log_and_what_follows_it_to_the_terminal():
+    from speedlayer.runtime.jvm_output import for_the_log
+
+    report = [":: loading settings :: url = jar:file:/v/pyspark/jars/ivy-2.5.3.jar!/org/apache/ivy/ivysettings.xml",
+              "Ivy Default Cache set to: /root/.ivy2.5.2/cache", "The jars for the packages stored in: /root/.ivy2.5.2/jars",
+              "org.apache.spark#spark-sql-kafka-0-10_2.13 added as a dependency",
+              ":: resolving dependencies :: org.apache.spark#spark-submit-parent-1;1.0", "\tconfs: [default]",
+              "\tfound org.apache.kafka#kafka-clients;3.9.2 in central",
+              "downloading https://repo1.maven.org/maven2/org/apache/kafka/kafka-clients/3.9.2/kafka-clients-3.9.2.jar ...",
+              "\t[SUCCESSFUL ] org.apache.kafka#kafka-clients;3.9.2!kafka-clients.jar (120ms)",
+              ":: resolution report :: resolve 967ms :: artifacts dl 36ms", "\t:: modules in use:",
+              "\t|      default     |   11  |   0   |   0   |   0   ||   11  |   0   |",
+              ":: retrieving :: org.apache.spark#spark-submit-parent-1", "\t0 artifacts copied, 11 already retrieved (0kB/11ms)"]
+    after = ["26/12/02 08:32:04 WARN NativeCodeLoader: Unable to load native-hadoop library", "\tan indented line of a job"]
+    blocks = list(for_the_log(split_blocks([*report, *after])))
+    assert [line for (line,), aside in blocks if aside] == report
+    assert [line for (line,), aside in blocks if not aside] == after
