@@ -85,6 +85,13 @@ def test_the_resolvers_report_goes_to_the_log_and_what_follows_it_to_the_termina
               ":: resolution report :: resolve 967ms :: artifacts dl 36ms", "\t:: modules in use:",
               "\t|      default     |   11  |   0   |   0   |   0   ||   11  |   0   |",
               ":: retrieving :: org.apache.spark#spark-submit-parent-1", "\t0 artifacts copied, 11 already retrieved (0kB/11ms)"]
+    failed = [":::: WARNINGS", "\t\tmodule not found: org.apache.spark#spark-sql-kafka-0-10_2.13;4.2.0", "",
+              "\t==== nowhere: tried", ":::: ERRORS", "\tServer access error at url http://127.0.0.1:9/maven2/x.pom",
+              ":: USE VERBOSE OR DEBUG MESSAGE LEVEL FOR MORE DETAILS",
+              'Exception in thread "main" java.lang.RuntimeException: [unresolved dependency: '
+              'org.apache.spark#spark-sql-kafka-0-10_2.13;4.2.0: not found]',
+              "\tat org.apache.spark.deploy.SparkSubmitUtils$.resolveMavenCoordinates(SparkSubmit.scala:1)"]
+    report += failed
     after = ["26/12/02 08:32:04 WARN NativeCodeLoader: Unable to load native-hadoop library", "\tan indented line of a job"]
     blocks = list(for_the_log(split_blocks([*report, *after])))
     assert [line for (line,), aside in blocks if aside] == report

@@ -35,9 +35,10 @@ CONNECTION_LOST = ("BrokenPipeError", "ConnectionResetError", "ConnectionAborted
 CANNOT_CONNECT = "[CANNOT_OPEN_SOCKET]"
 #: how PySpark's own debugging prints begin (each followed by a blank line, as they end in a newline)
 CHATTER = ("Starting Streaming TransformWithState", "Streaming TransformWithState")
-#: the lines of Ivy's report as Spark's resolver prints it; the tab-indented lines after them belong to it too
-_IVY = re.compile(r"^(:: |Ivy Default Cache set to: |The jars for the packages stored in: |downloading \S+:|"
-                  r"\S+#\S+ added as a dependency$)")
+#: the lines of Ivy's report as Spark's resolver prints it, and spark-submit's error when it resolves nothing;
+#: the tab-indented and blank lines after them belong to them too
+_IVY = re.compile(r"^(::|Ivy Default Cache set to: |The jars for the packages stored in: |downloading \S+:|"
+                  r"\S+#\S+ added as a dependency$|Exception in thread \"main\" \S+: \[unresolved dependency)")
 _FRAME = re.compile(r'^\s+File "(?P<path>[^"]+)"')
 _STDLIB = sysconfig.get_paths()["stdlib"]
 
@@ -95,7 +96,7 @@ def for_the_log(blocks: Iterable[tuple[list[str], bool]]) -> Iterator[tuple[list
     after_aside = in_report = False
     for block, is_traceback in blocks:
         text = block[0].rstrip("\n")
-        in_report = not is_traceback and (bool(_IVY.match(text)) or in_report and text.startswith("\t"))
+        in_report = not is_traceback and (bool(_IVY.match(text)) or in_report and (text.startswith("\t") or not text))
         aside = (pysparks_lost_connection([line.rstrip("\n") for line in block]) if is_traceback
                  else in_report or text.startswith(CHATTER) or (after_aside and not text))
         yield block, aside

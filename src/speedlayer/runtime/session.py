@@ -209,7 +209,8 @@ def add_connector_conf(conf: Mapping[str, str], needed: Mapping[str, str]) -> di
 
 def _unresolved(packages: list[str]) -> EnvironmentProblem:
     return EnvironmentProblem(
-        f"Spark could not fetch {', '.join(packages)} (spark.jars.packages; its messages are above): without network "
+        f"Spark could not fetch {', '.join(packages)} (spark.jars.packages: no repository it tried had it, or none "
+        "answered; its resolver's report is in Spark's log): without network "
         "give the jars with --conf spark.jars=PATH,...; behind a mirror, --conf spark.jars.repositories=URL; where "
         "Maven's local repository (~/.m2/repository) holds a dependency's pom without its jar, Spark looks no "
         "further: delete that folder")
