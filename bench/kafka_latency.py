@@ -38,6 +38,7 @@ from speedlayer.bench.kafka_latency import (  # noqa: E402
     speedlayer_alerts,
     warm_up_session,
 )
+from speedlayer.runtime.triggers import parse_trigger  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -45,8 +46,7 @@ RESULTS = ROOT / "bench" / "results"
 def plain_alerts(spark, bootstrap: str, trigger: str, state_root: str):
     """The same alerts as a PySpark user writes them from the docs: from_json, in micro-batch a watermark
     and dropDuplicatesWithinWatermark, the zone limit as a CASE WHEN, Spark's Kafka sink."""
-    kind, _, every = trigger.partition(":")
-    every = {"1s": "1 second", "1min": "1 minute", "0s": "0 seconds"}.get(every, every)
+    kind, every = trigger.partition(":")[0], f"{parse_trigger(trigger).interval_ms} milliseconds"
     zones = load_zone_rows()
 
     def start(source: str, out: str):
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             from tests.local_servers import Kafka
 
             broker = stack.enter_context(Kafka())
-            bootstrap = f"{broker.host}:{broker.port}"
+            bootstrap = broker.bootstrap
         scratch = Path(tempfile.mkdtemp(prefix="speedlayer-kafka-latency-"))
         stack.callback(shutil.rmtree, scratch, True)
         spark = kafka_session("local[2]", scratch / "spark.log")

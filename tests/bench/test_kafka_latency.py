@@ -1,7 +1,8 @@
 """The Kafka latency measurement against the suite's broker: its figures equal the ones computed here from
 both topics' records (the broker's append times), and every alert the oracle expects is measured."""
 
-from speedlayer.bench.kafka_latency import LOG_APPEND_TIME, measure_cell, percentile, speedlayer_alerts
+from speedlayer.bench.cell import percentile
+from speedlayer.bench.kafka_latency import LOG_APPEND_TIME, measure_cell, speedlayer_alerts
 from tests import oracle
 
 
@@ -31,8 +32,8 @@ def test_the_latency_of_every_expected_alert_is_measured_from_the_brokers_append
     latencies = [written[e] - appended[e] for e in expected]
     assert cell.measured == len(expected)
     assert min(latencies) >= 0
-    assert (cell.p50_ms, cell.p99_ms, cell.max_ms) == (percentile(latencies, 0.5), percentile(latencies, 0.99),
-                                                       float(max(latencies)))
+    assert (cell.p50_ms, cell.p99_ms, cell.max_ms) == (percentile(latencies, 50), percentile(latencies, 99),
+                                                       max(latencies))
 
 
 def _pings(records):

@@ -7,8 +7,8 @@ came from (the producer's delivery report gives the latter, keyed by event id), 
 clock nor the producer's enters the figure. Only pings appended in the measured span (after a warm-up)
 count.
 
-    >>> cell = measure_cell(spark, "localhost:9092", "continuous:1s", 1_000, start_alerts)  # doctest: +SKIP
-    >>> cell.p99_ms                                                                       # doctest: +SKIP
+    >>> alerts = speedlayer_alerts(spark, "localhost:9092", "continuous:1s", "/tmp/state")          # doctest: +SKIP
+    >>> measure_cell("localhost:9092", "speedlayer", "continuous:1s", 1_000, alerts).p99_ms       # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from speedlayer.core.errors import ConfigError, SpeedlayerError
-from speedlayer.sources.kafka import kafka_client, quiet
+from speedlayer.bench.cell import percentile
+from speedlayer.core.errors import SpeedlayerError
+from speedlayer.sources.kafka import admin_client, kafka_client, quiet
 
 #: both topics stamp each record with the broker's clock when it is appended
 LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
@@ -50,18 +51,6 @@ class KafkaCell:
     produced_rate: float = 0.0
     status: str = "ok"
     reason: str = ""
-    latencies_ms: list[int] = field(default_factory=list, repr=False)
-
-
-def percentile(values: list[int], q: float) -> float:
-    """The ``q`` quantile (0..1) of ``values`` by the nearest rank.
-
-    >>> percentile(list(range(1, 101)), 0.99)
-    99.0
-    """
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q * len(ordered) + 0.5 - 1e-9)))
-    return float(ordered[rank - 1])
 
 
 def ping(n: int, now_ms: int, rng: random.Random, vehicles: int = 500) -> tuple[str, bytes]:
@@ -89,17 +78,14 @@ class PacedProducer(threading.Thread):
         self.producer = kafka_client().Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": 1},
                                                 logger=quiet())
         self.appended: dict[str, int] = {}
-        self.failed = 0
         self.sent = 0
         self.stop_event = threading.Event()
         self.started_s = 0.0
         self.stopped_s = 0.0
 
     def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.failed += 1
-            return
-        self.appended[_event_id(msg.value())] = msg.timestamp()[1]
+        if err is None:  # a ping the broker refused is not measured
+            self.appended[_event_id(msg.value())] = msg.timestamp()[1]
 
     def run(self) -> None:
         self.started_s = time.monotonic()
@@ -123,28 +109,26 @@ class PacedProducer(threading.Thread):
         self.join(60)
 
 
-def read_appended(bootstrap: str, topic: str, timeout_s: float = 10) -> dict[str, int]:
-    """Key -> append time of every record of ``topic`` up to its end (read committed)."""
+def drain_appended(bootstrap: str, topic: str, quiet_s: float = 3, deadline_s: float = DRAIN_S) -> dict[str, int]:
+    """Key -> append time of each record of ``topic`` (read committed; a repeated key keeps its first), read
+    until no record has come for ``quiet_s`` or ``deadline_s`` has passed."""
     kafka = kafka_client()
     consumer = kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"latency-{uuid.uuid4().hex[:8]}",
-                               "enable.auto.commit": False, "isolation.level": "read_committed",
-                               "enable.partition.eof": True}, logger=quiet())
+                               "enable.auto.commit": False, "isolation.level": "read_committed"}, logger=quiet())
     try:
-        partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         consumer.assign([kafka.TopicPartition(topic, p, 0) for p in partitions])
-        ends = {p: consumer.get_watermark_offsets(kafka.TopicPartition(topic, p), timeout=timeout_s)[1]
-                for p in partitions}
-        done = {p for p, end in ends.items() if end == 0}
         seen: dict[str, int] = {}
-        while done != set(partitions):
-            for message in consumer.consume(10_000, timeout=timeout_s):
+        now = time.monotonic()
+        last, deadline = now, now + deadline_s
+        while now - last < quiet_s and now < deadline:
+            for message in consumer.consume(10_000, timeout=0.5):
                 if message.error():
-                    if message.error().code() == kafka.KafkaError._PARTITION_EOF:
-                        done.add(message.partition())
-                        continue
                     raise SpeedlayerError(f"reading {topic}: {message.error().str()}")
                 if message.key() is not None:
-                    seen.setdefault(message.key().decode(), message.timestamp()[1])  # a repeat keeps the first
+                    seen.setdefault(message.key().decode(), message.timestamp()[1])
+                last = time.monotonic()
+            now = time.monotonic()
         return seen
     finally:
         consumer.close()
@@ -154,26 +138,19 @@ def create_topics(bootstrap: str, names: dict[str, int]) -> None:
     """Create topics (name -> partitions) stamped with the broker's append time."""
     from confluent_kafka.admin import NewTopic
 
-    admin = _admin(bootstrap)  # held until the futures are done: a collected client cancels them
+    admin = admin_client(bootstrap)  # held until the futures are done: a collected client cancels them
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=LOG_APPEND_TIME) for name, partitions in names.items()])
     for future in futures.values():
         future.result(30)
 
 
 def delete_topics(bootstrap: str, names: list[str]) -> None:
-    admin = _admin(bootstrap)
+    admin = admin_client(bootstrap)
     for future in admin.delete_topics(names).values():
         try:
             future.result(30)
         except Exception:  # noqa: BLE001 — a topic left behind costs disk only
             pass
-
-
-def _admin(bootstrap: str) -> Any:
-    kafka_client()
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient({"bootstrap.servers": bootstrap}, logger=quiet())
 
 
 #: start(input topic, output topic) -> a stop function: the query under test, running
@@ -206,15 +183,8 @@ def measure_cell(bootstrap: str, side: str, mode: str, rate: int, start: Starter
         cell.sent = producer.sent
         cell.produced_rate = producer.sent / max(producer.stopped_s - producer.started_s, 1e-9)
         measured_ids = {e for e, t in producer.appended.items() if span_start_ms <= t < span_end_ms}
-        deadline = time.monotonic() + DRAIN_S
-        arrived = read_appended(bootstrap, out)
-        # alerts are a subset of the pings: wait until no more arrive rather than for a count
-        while time.monotonic() < deadline:
-            time.sleep(3)
-            again = read_appended(bootstrap, out)
-            if len(again) == len(arrived):
-                break
-            arrived = again
+        # alerts are a subset of the pings: read until no more arrive rather than up to a count
+        arrived = drain_appended(bootstrap, out)
     finally:
         stop_query()
         delete_topics(bootstrap, [source, out])
@@ -223,9 +193,8 @@ def measure_cell(bootstrap: str, side: str, mode: str, rate: int, start: Starter
     if not latencies:
         cell.status, cell.reason = "no alerts", f"none of {len(measured_ids):,} measured pings came out as an alert"
         return cell
-    cell.latencies_ms = latencies
-    cell.p50_ms, cell.p99_ms = percentile(latencies, 0.5), percentile(latencies, 0.99)
-    cell.p999_ms, cell.max_ms = percentile(latencies, 0.999), float(max(latencies))
+    cell.p50_ms, cell.p99_ms = percentile(latencies, 50), percentile(latencies, 99)
+    cell.p999_ms, cell.max_ms = percentile(latencies, 99.9), max(latencies)
     return cell
 
 
@@ -240,11 +209,8 @@ def speedlayer_alerts(spark: Any, bootstrap: str, trigger: str, state_root: str)
         settings = RunSettings(job="fleet", trigger=trigger, state_dir=f"{state_root}/{source}",
                                source=f"kafka://{bootstrap}/{source}?startingOffsets=earliest",
                                sinks={"alerts": f"spark-kafka://{bootstrap}/{out}"}, conf={})
-        try:
-            run = Run(spark, plan_run(settings))
-            run.start()
-        except ConfigError as exc:
-            raise SpeedlayerError(str(exc)) from None
+        run = Run(spark, plan_run(settings))  # a refusal (a ConfigError) marks the cell "not supported"
+        run.start()
 
         def stop() -> None:
             run.stop_requested.set()
@@ -297,6 +263,5 @@ def warm_up_session(bootstrap: str, mode: str, rate: int, start: Starter, second
 
 
 def cells_json(cells: list[KafkaCell], **about: Any) -> str:
-    """The cells (without their raw latencies) and what the run was, as JSON."""
-    rows = [{k: v for k, v in vars(c).items() if k != "latencies_ms"} for c in cells]
-    return json.dumps({**about, "cells": rows}, indent=2)
+    """The cells and what the run was, as JSON."""
+    return json.dumps({**about, "cells": [asdict(c) for c in cells]}, indent=2)

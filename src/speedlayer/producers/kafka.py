@@ -14,7 +14,7 @@ from speedlayer.core.errors import ConfigError, SinkError
 from speedlayer.core.uris import Uri, parse_options
 from speedlayer.producers.base import Destination, EventSlice
 from speedlayer.sources.base import snake_case_options
-from speedlayer.sources.kafka import KafkaOptions, kafka_client, parse_brokers, quiet, security_settings
+from speedlayer.sources.kafka import KafkaOptions, admin_client, kafka_client, parse_brokers, quiet
 
 #: partitions of a topic the producer creates (keys, vehicle ids, spread over them)
 DEFAULT_PARTITIONS = 4
@@ -60,11 +60,10 @@ class KafkaDestination(Destination):
     def check(self) -> None:
         """Reach the brokers; create the topic with ``partitions`` partitions when it is missing."""
         kafka = kafka_client()
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import NewTopic
 
         self._new_producer()  # a refused setting is told now, before anything is computed
-        admin = AdminClient({"bootstrap.servers": self.address, "socket.connection.setup.timeout.ms": 5000,
-                             **security_settings(self.settings)}, logger=quiet())
+        admin = admin_client(self.address, self.settings)
         try:
             metadata = admin.list_topics(timeout=8)  # all topics: asking for one would auto-create it with 1 partition
         except kafka.KafkaException as exc:

@@ -171,17 +171,22 @@ def check_brokers(brokers: list[str], error: type[Exception]) -> None:
     raise error(f"no Kafka broker answers at {', '.join(brokers)}: start one, or fix the address")
 
 
-def topic_partitions(brokers: list[str], topics: list[str], options: dict[str, str]) -> dict[str, int]:
-    """How many partitions each of ``topics`` has (topics the broker does not know yet are left out)."""
+def admin_client(bootstrap: str, options: dict[str, str] | None = None) -> Any:
+    """confluent-kafka's AdminClient for ``bootstrap`` (``host:port,...``), with the security settings of ``options``."""
     kafka_client()
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": ",".join(brokers), **security_settings(options)}, logger=quiet())
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000,
+                        **security_settings(options or {})}, logger=quiet())
+
+
+def topic_partitions(brokers: list[str], topics: list[str], options: dict[str, str]) -> dict[str, int]:
+    """How many partitions each of ``topics`` has (topics the broker does not know yet are left out)."""
+    kafka = kafka_client()
     try:
-        metadata = admin.list_topics(timeout=CONNECT_TIMEOUT_S * 5)
-    except Exception as exc:  # noqa: BLE001 — the broker's refusal, said in one line
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SourceError(f"could not list the topics at {', '.join(brokers)}: {reason}") from None
+        metadata = admin_client(",".join(brokers), options).list_topics(timeout=CONNECT_TIMEOUT_S * 5)
+    except kafka.KafkaException as exc:
+        raise SourceError(f"could not list the topics at {', '.join(brokers)}: {exc.args[0].str()}") from None
     return {t: len(metadata.topics[t].partitions) for t in topics if t in metadata.topics}
 
 
