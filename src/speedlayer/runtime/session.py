@@ -16,6 +16,7 @@ from speedlayer.core.errors import ConfigError, EnvironmentProblem
 from speedlayer.runtime.bounds import bounds_conf
 from speedlayer.runtime.class_archive import class_archive_options, java_binary
 from speedlayer.runtime.jvm_output import jvm_stderr_filtered
+from speedlayer.runtime.package_lock import packages_fetched_one_at_a_time
 from speedlayer.runtime.shipping import ship_plan
 
 JAVA_HINT = "install it with 'sudo apt-get install openjdk-17-jre-headless' (or set JAVA_HOME to a JDK 17+)"
@@ -274,7 +275,8 @@ def build_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
-        with jvm_stderr_filtered(log_file):  # the JVM, if it starts now, prints through the filter
+        # the JVM, if it starts now, prints through the filter
+        with packages_fetched_one_at_a_time(settings), jvm_stderr_filtered(log_file):
             spark = builder.getOrCreate()
     except Exception as exc:
         if added and _gateway_failed(exc):
