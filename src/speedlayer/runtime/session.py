@@ -48,6 +48,10 @@ DEFAULT_CONF = {
     # One Python worker serves task after task (Spark's default, kept on purpose): a new worker per
     # task costs an interpreter start and speedlayer's imports on every batch.
     "spark.python.worker.reuse": "true",
+    # PySpark 4 records the Python call site of every Column and DataFrame call on the JVM (for the
+    # "DataFrame query context" of an error): five round trips to the JVM per call, about two thirds of
+    # the 30,000 a fleet run makes while it builds its queries.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
     # RocksDB's memory bounded for all state stores together, and the batches a checkpoint keeps
     # (docs/reliability.md, "Long runs"); a run's --max-state-memory and --retain-batches set them.
     **bounds_conf(),

@@ -85,7 +85,7 @@ def vehicle_events(seq: DataFrame, opts: VehicleOptions, start_ms: int) -> DataF
     c = F.col
     src = c("src")
     df = vehicle_path(_event_times(seq, opts, start_ms), seed, start_ms)
-    df = df.select("*", zone_of(c("lat"), c("lon"))[2].alias("limit"))
+    df = df.select("*", zone_of("lat", "lon")[2].alias("limit"))
     noise = (uniform(seed, src, 6) - 0.5) * 4
     df = df.select(
         "*",

@@ -25,7 +25,7 @@ def drop_duplicate_events(events: DataFrame, params: Params, key: str | Sequence
 
 def with_speed_limit(events: DataFrame, params: Params) -> DataFrame:
     """Add zone_id, zone_name and speed_limit_kmh of the zone each event is in."""
-    zone_id, zone_name, limit = zone_of(F.col("lat"), F.col("lon"), load_zones(fleet_options(params).zones))
+    zone_id, zone_name, limit = zone_of("lat", "lon", load_zones(fleet_options(params).zones))
     return events.select("*", zone_id.alias("zone_id"), zone_name.alias("zone_name"), limit.alias("speed_limit_kmh"))
 
 
