@@ -42,7 +42,4 @@ def packages_fetched_one_at_a_time(conf: Mapping[str, str]) -> Iterator[None]:
     home.mkdir(parents=True, exist_ok=True)
     with open(home / LOCK_NAME, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, and by the kernel if this process dies
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield

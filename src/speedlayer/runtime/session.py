@@ -49,8 +49,7 @@ DEFAULT_CONF = {
     # task costs an interpreter start and speedlayer's imports on every batch.
     "spark.python.worker.reuse": "true",
     # PySpark 4 records the Python call site of every Column and DataFrame call on the JVM (for the
-    # "DataFrame query context" of an error): five round trips to the JVM per call, about two thirds of
-    # the 30,000 a fleet run makes while it builds its queries.
+    # "DataFrame query context" of an error): five round trips to the JVM per call while queries are built.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
     # RocksDB's memory bounded for all state stores together, and the batches a checkpoint keeps
     # (docs/reliability.md, "Long runs"); a run's --max-state-memory and --retain-batches set them.

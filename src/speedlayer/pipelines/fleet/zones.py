@@ -78,8 +78,7 @@ def _sql_literal(value: str | float) -> str:
 
 
 def _lookup(zones: tuple[Zone, ...], lat: str, lon: str, attr: str) -> Column:
-    # one SQL expression, one call into the JVM: built from Column objects, the same CASE took
-    # about a hundred calls per zone
+    # one SQL expression is one call into the JVM; the same CASE built from Column calls takes dozens per zone
     branches = " ".join(
         f"WHEN `{lat}` BETWEEN {_sql_literal(z.min_lat)} AND {_sql_literal(z.max_lat)} "
         f"AND `{lon}` BETWEEN {_sql_literal(z.min_lon)} AND {_sql_literal(z.max_lon)} "
