@@ -45,12 +45,12 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from speedlayer.sinks.delta import DELTA_CONF, delta_package
+    from speedlayer.sinks.delta import delta_conf, delta_package
     from speedlayer.sources.kafka_connector import connector_package
     from speedlayer.testing import local_session
 
     # Spark's Kafka connector and Delta Lake, as a run that reads kafka:// or writes delta: adds them
-    session = local_session(log_file=tmp_path_factory.mktemp("spark-log") / "spark.log", conf=DELTA_CONF,
+    session = local_session(log_file=tmp_path_factory.mktemp("spark-log") / "spark.log", conf=delta_conf(),
                             packages=[connector_package(), delta_package()])
     yield session
     session.stop()

@@ -22,6 +22,19 @@ def test_uri_guarantee_and_the_jar_a_run_adds(tmp_path):
         open_sink(f"delta:{tmp_path}?x=1")
 
 
+def test_the_session_rebuilds_delta_snapshots_in_a_task_per_core_unless_told_otherwise(spark, tmp_path):
+    import os
+
+    from speedlayer.runtime.session import add_connector_conf
+
+    needed = open_sink(f"delta:{tmp_path / 'alerts'}").spark_conf()
+    per_core = str(max(2, os.cpu_count() or 2))
+    assert add_connector_conf({}, needed)["spark.databricks.delta.snapshotPartitions"] == per_core
+    assert add_connector_conf({"spark.databricks.delta.snapshotPartitions": "64"},
+                              needed)["spark.databricks.delta.snapshotPartitions"] == "64"
+    assert spark.conf.get("spark.databricks.delta.snapshotPartitions") == per_core  # the suite's session, as a run's
+
+
 def test_a_spark_no_delta_release_is_built_for_is_refused_in_one_line(monkeypatch, tmp_path):
     import pyspark
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from speedlayer.core import faults
 from speedlayer.core.errors import ConfigError, EnvironmentProblem
+from speedlayer.core.parallelism import machine_partitions
 from speedlayer.runtime.bounds import bounds_conf
 from speedlayer.runtime.class_archive import class_archive_options, java_binary
 from speedlayer.runtime.jvm_output import jvm_stderr_filtered
@@ -158,11 +159,6 @@ def check_master(master: str, timeout_s: float = 3.0) -> None:
                                  "(docs/cluster.md, Standalone) or fix --master")
 
 
-def default_shuffle_partitions() -> int:
-    # Each shuffle partition carries its own state store: keep them few on a small machine.
-    return max(2, os.cpu_count() or 2)
-
-
 def add_packages(conf: Mapping[str, str], packages: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """``conf`` with ``packages`` (Maven coordinates) added to ``spark.jars.packages``, and the ones added.
 
@@ -270,7 +266,8 @@ def build_session(
     network, env = network_conf(master, spark_ui)
     for name, value in env.items():
         os.environ.setdefault(name, value)  # read by the JVM when it starts
-    settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(default_shuffle_partitions()), **network, **conf}
+    # each shuffle partition carries its own state store: few on a small machine
+    settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(machine_partitions()), **network, **conf}
     for key, ours in (("spark.driver.extraJavaOptions", f"{logging_opts} {JIT_FLAGS} {class_archive_options()}"),
                       ("spark.executor.extraJavaOptions", JIT_FLAGS)):
         settings[key] = f"{ours} {settings.get(key, '')}".strip()

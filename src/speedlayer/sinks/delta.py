@@ -7,7 +7,7 @@ not appended twice. A fresh run (a new checkpoint counts batches from 0 again) i
 holds this output's batches is refused, as the parquet sink refuses another run's directory.
 
 Delta Lake's jar (``io.delta:delta-spark_<spark major.minor>_2.13``) and its SQL extension and
-catalog (``DELTA_CONF``) are added to the session by the run, like Kafka's connector; only a Spark
+catalog (``delta_conf``) are added to the session by the run, like Kafka's connector; only a Spark
 version that a Delta release is built for can write (``DELTA_RELEASES``), and another one is
 refused before start with the versions that pair.
 
@@ -25,12 +25,10 @@ from pyspark.sql.types import StructType
 from speedlayer.core.errors import ConfigError, SinkError
 from speedlayer.core.faults import reached
 from speedlayer.core.modes import APPEND
+from speedlayer.core.parallelism import machine_partitions
 from speedlayer.core.uris import Uri
 from speedlayer.sinks.base import EXACTLY_ONCE, Sink, Target, no_options
 
-#: what Delta's writes need in the session (Delta refuses to write without them)
-DELTA_CONF = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-              "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
 #: Spark major.minor -> the Delta Lake release whose jar Maven Central serves for it
 DELTA_RELEASES = {"4.2": "4.4.0", "4.1": "4.0.0"}
 
@@ -50,6 +48,21 @@ def delta_package() -> str:
         raise ConfigError(f"no Delta Lake release is built for Spark {pyspark.__version__}: the delta: sink runs on "
                           f"{pairs}; write parquet: instead, or install a PySpark that pairs")
     return f"io.delta:delta-spark_{spark}_2.13:{release}"
+
+
+def delta_conf() -> dict[str, str]:
+    """What Delta's writes need in the session: its SQL extension and catalog (Delta refuses to write without
+    them), and its table snapshots rebuilt in one task per core.
+
+    Each idempotent append reads the table's transactions from a snapshot that Delta rebuilds, by default
+    in 50 tasks: on a small machine that job costs more than the batch's own write.
+
+    >>> delta_conf()["spark.sql.extensions"]
+    'io.delta.sql.DeltaSparkSessionExtension'
+    """
+    return {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            "spark.databricks.delta.snapshotPartitions": str(machine_partitions())}
 
 
 def app_id(job: str, output: str) -> str:
@@ -90,7 +103,7 @@ class DeltaSink(Sink):
         return [self.package]
 
     def spark_conf(self) -> dict[str, str]:
-        return dict(DELTA_CONF)
+        return delta_conf()
 
     def shared_paths(self) -> dict[str, Path]:
         return {"the Delta table": self.path}
