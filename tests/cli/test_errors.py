@@ -72,6 +72,20 @@ def test_a_spark_master_where_nothing_listens_is_one_line_at_once(capsys):
     assert "start it (docs/cluster.md, Standalone) or fix --master" in lines[0]
 
 
+def test_a_run_refused_before_start_leaves_no_state_dir_behind_and_keeps_one_it_found(capsys, tmp_path):
+    from speedlayer.testing.cluster import free_port
+
+    source = f"kafka://127.0.0.1:{free_port()}/fastcars"
+    fresh, kept = tmp_path / "fresh", tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    for state in (fresh, kept):
+        code, _, err = run(capsys, "run", "fleet", "--source", source, "--state-dir", str(state))
+        assert code == 2 and "error: no Kafka broker answers at 127.0.0.1:" in err, err
+    assert not fresh.exists()
+    assert sorted(p.name for p in kept.iterdir()) == ["notes.txt", "run.lock"]  # the lock's file: the dir was there
+
+
 def help_of(capsys, *argv) -> str:
     try:
         main(list(argv))

@@ -41,6 +41,8 @@ def test_options_are_validated_and_unknown_ones_listed():
         parse_options(_Opts, {"speed": "1"}, "gen://")
     with pytest.raises(ConfigError, match="option 'rate'.*greater than 0.*'-1'"):
         parse_options(_Opts, {"rate": "-1"}, "gen://")
+    with pytest.raises(ConfigError, match=r"has no option 'rat' \(did you mean 'rate'\?\); known options: rate"):
+        parse_options(_Opts, {"rat": "1"}, "gen://")
 
 
 def test_a_broker_list_parses_without_a_single_port():

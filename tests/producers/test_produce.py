@@ -123,7 +123,7 @@ def test_cli_bad_destination_exits_2_with_one_line(run_cli):
     line = one_error_line(result)
     assert f"cannot reach Redis at 127.0.0.1:{port}" in line and ":pw@" not in line
     result = run_cli("produce", "--to", f"kafka://127.0.0.1:{port}/vehicles", "--max-events", "10")
-    assert result.returncode == 2 and f"cannot reach Kafka at 127.0.0.1:{port}" in one_error_line(result)
+    assert result.returncode == 2 and f"no Kafka broker answers at 127.0.0.1:{port}: start one" in one_error_line(result)
     result = run_cli("produce", "--to", "files:///tmp/x", "--rate", "-5")
     assert result.returncode == 2 and "--rate" in one_error_line(result)
 

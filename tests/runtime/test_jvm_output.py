@@ -70,6 +70,8 @@ def test_a_python_worker_prints_through_the_filter_to_the_terminal_and_the_log(t
     assert DAEMON_FLUSH not in done.stderr and "BrokenPipeError" not in done.stderr
     assert "TransformWithState" not in done.stderr and "\n\n\n" not in done.stderr
     assert DAEMON_TEXT in log.read_text() and CHATTER in log.read_text()
+    # Java's notice at the JVM's start (Spark loads the incubating vector module): in the log, not on the terminal
+    assert "WARNING: Using incubator modules" in log.read_text() and "incubator" not in done.stderr
 
 
 def test_the_resolvers_report_goes_to_the_log_and_what_follows_it_to_the_terminal():

@@ -61,6 +61,7 @@ def test_secrets_are_masked_in_describe():
     ("kafka://k1:9092/t?startingOffsets=first", "option 'starting_offsets'"),
     ("kafka://k1:9092/t?maxOffsetsPerTrigger=0", "option 'max_offsets_per_trigger'"),
     ("kafka://k1:9092/t?subscribe=x", "has no option 'subscribe'"),
+    ("kafka://k1:9092/t?startingOffset=earliest", r"no option 'starting_offset' \(did you mean 'starting_offsets'\?\)"),
     ("kafka://k1:9092/t?kafka.auto.offset.reset=earliest", "use startingOffsets=earliest or latest"),
     ("kafka://k1:9092/t?kafka.bootstrap.servers=k2:9092", "give the brokers in the URI"),
 ])

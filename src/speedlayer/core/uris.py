@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -199,7 +200,9 @@ def parse_options(model: type[BaseModel], options: Mapping[str, Any], where: str
     known = set(model.model_fields)
     for key in options:
         if key not in known:
-            raise ConfigError(f"{where} has no option {key!r}; known options: {', '.join(sorted(known))}")
+            close = difflib.get_close_matches(key, known, n=1)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{where} has no option {key!r}{guess}; known options: {', '.join(sorted(known))}")
     try:
         return model(**options)
     except ValidationError as exc:

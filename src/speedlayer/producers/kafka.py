@@ -14,7 +14,7 @@ from speedlayer.core.errors import ConfigError, SinkError
 from speedlayer.core.uris import Uri, parse_options
 from speedlayer.producers.base import Destination, EventSlice
 from speedlayer.sources.base import snake_case_options
-from speedlayer.sources.kafka import KafkaOptions, admin_client, kafka_client, parse_brokers, quiet
+from speedlayer.sources.kafka import KafkaOptions, admin_client, check_brokers, kafka_client, parse_brokers, quiet
 
 #: partitions of a topic the producer creates (keys, vehicle ids, spread over them)
 DEFAULT_PARTITIONS = 4
@@ -63,6 +63,7 @@ class KafkaDestination(Destination):
         from confluent_kafka.admin import NewTopic
 
         self._new_producer()  # a refused setting is told now, before anything is computed
+        check_brokers(self.brokers, SinkError)  # no broker at all: said at once, as a run says it
         admin = admin_client(self.address, self.settings)
         try:
             metadata = admin.list_topics(timeout=8)  # all topics: asking for one would auto-create it with 1 partition

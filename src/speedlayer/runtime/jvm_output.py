@@ -1,5 +1,5 @@
 """What Spark's JVM prints on the terminal: everything, except PySpark's own lost-connection tracebacks and chatter,
-and the resolver's report of ``spark.jars.packages``.
+Java's start-up notice and the resolver's report of ``spark.jars.packages``.
 
 The JVM's stderr carries Spark's resolver report for ``spark.jars.packages``, whatever a job's Python
 code prints in a worker, and the tracebacks PySpark's Python workers print when the JVM drops their
@@ -7,9 +7,10 @@ connection, as it does when a stop interrupts a batch (``PySpark daemon failed t
 to the worker process: ... BrokenPipeError``). Those say nothing to a user and look like a crash, so
 they go to Spark's log file instead, as do the progress lines PySpark's transformWithState driver
 worker prints at each query start (``Streaming TransformWithStateInPandas Python worker Starting
-execution of UDF: ...``), and the resolver's report (about 40 lines at every start with a package; speedlayer
-says in one line what it adds, and in one line what to do when it cannot be had); every other line reaches
-the terminal unchanged.
+execution of UDF: ...``), Java's notice of the incubating vector module Spark loads (``WARNING: Using
+incubator modules: jdk.incubator.vector``, at every start), and the resolver's report (about 40 lines
+at every start with a package; speedlayer says in one line what it adds, and in one line what to do
+when it cannot be had); every other line reaches the terminal unchanged.
 
 >>> with jvm_stderr_filtered(Path("/tmp/spark.log")):  # doctest: +SKIP
 ...     spark = builder.getOrCreate()                   # the JVM starts here, its stderr piped through us
@@ -35,6 +36,8 @@ CONNECTION_LOST = ("BrokenPipeError", "ConnectionResetError", "ConnectionAborted
 CANNOT_CONNECT = "[CANNOT_OPEN_SOCKET]"
 #: how PySpark's own debugging prints begin (each followed by a blank line, as they end in a newline)
 CHATTER = ("Starting Streaming TransformWithState", "Streaming TransformWithState")
+#: what Java itself prints at the start of every Spark JVM
+JVM_NOTICE = "WARNING: Using incubator modules:"
 #: the lines of Ivy's report as Spark's resolver prints it, and spark-submit's error when it resolves nothing;
 #: the tab-indented and blank lines after them belong to them too
 _IVY = re.compile(r"^(::|Ivy Default Cache set to: |The jars for the packages stored in: |downloading \S+:|"
@@ -87,18 +90,19 @@ def split_blocks(lines: Iterable[str]) -> Iterator[tuple[list[str], bool]]:
 
 def for_the_log(blocks: Iterable[tuple[list[str], bool]]) -> Iterator[tuple[list[str], bool]]:
     """Each block of ``split_blocks`` with whether it goes to the log: PySpark's lost-connection tracebacks,
-    its chatter lines and the blank line after each of those, and the resolver's report.
+    its chatter lines and the blank line after each of those, Java's start-up notice and the resolver's report.
 
     >>> [log for _, log in for_the_log([(["Streaming TransformWithStateInPandas Python worker ..."], False),
-    ...                                  (["\\n"], False), (["\\n"], False), (["job"], False)])]
-    [True, True, False, False]
+    ...                                  (["\\n"], False), (["\\n"], False), (["job"], False),
+    ...                                  (["WARNING: Using incubator modules: jdk.incubator.vector"], False)])]
+    [True, True, False, False, True]
     """
     after_aside = in_report = False
     for block, is_traceback in blocks:
         text = block[0].rstrip("\n")
         in_report = not is_traceback and (bool(_IVY.match(text)) or in_report and (text.startswith("\t") or not text))
         aside = (pysparks_lost_connection([line.rstrip("\n") for line in block]) if is_traceback
-                 else in_report or text.startswith(CHATTER) or (after_aside and not text))
+                 else in_report or text.startswith((*CHATTER, JVM_NOTICE)) or (after_aside and not text))
         yield block, aside
         after_aside = aside and bool(text)
 

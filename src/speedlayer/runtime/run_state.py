@@ -71,13 +71,16 @@ class RunState:
 
 def lock_and_prepare(plan: RunPlan) -> RunState:
     """Take the state directory's lock (another run holding it is a ConfigError), then ``prepare_state``;
-    on any refusal the lock is released and a temporary state directory removed."""
+    on any refusal the lock is released, and a state directory this run created (or a temporary one) removed."""
+    created = not plan.state_dir.exists()
     with told_when_full(plan.state_dir):
         lock = lock_state_dir(plan.state_dir)
     try:
         state = prepare_state(plan)
     except BaseException:
         lock.release()
+        if created:  # a refused first run leaves nothing behind (the lock's file made the directory)
+            shutil.rmtree(plan.state_dir, ignore_errors=True)
         remove_temporary_state(plan)
         raise
     state.lock = lock
