@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from speedlayer.bench.advice import fit_batch_cost, recommend
+from speedlayer.bench.kafka_advice import KafkaAdvice, is_kafka_results, kafka_advice
 from speedlayer.bench.lab import LabConfig, batch_points, run_lab
 from speedlayer.bench.report import advice_table, cells_table, sustained_table, write_report
 from speedlayer.bench.watch import LatencySink
@@ -93,6 +94,23 @@ def measure_batch_cost(spark, output: str, sizes: list[int], batches: int, windo
     return points
 
 
+def kafka_mode_advice(results: dict, rate: int, latency_ms: int | None, output: str, path: Path,
+                      console: Console) -> KafkaAdvice:
+    """Print the mode that meets ``latency_ms`` at ``rate`` by the Kafka cells of ``results``, and every mode's verdict."""
+    advice = kafka_advice(results["cells"], rate, latency_ms, stateful=(output == "windows"))
+    target = f"a p99 of at most {latency_ms:,} ms" if latency_ms is not None else "no latency target"
+    measured = f"as a Kafka consumer measured the fleet alerts ({path})"
+    if advice.recommended is None:
+        console.print(f"no measured mode meets {target} at {rate:,} events/s {measured}: relax the target, add "
+                      "cores, or measure the modes at this rate with speedlayer bench --kafka", soft_wrap=True)
+    else:
+        cost = f"; it gives up {advice.gives_up}" if advice.gives_up else "; it keeps exactly-once and every operation"
+        console.print(f"for {rate:,} events/s and {target}: --trigger {advice.recommended}, {measured}{cost}",
+                      soft_wrap=True)
+    console.print(advice_table(advice))
+    return advice
+
+
 def execute_advise(rate: int, latency_ms: int | None, output: str, headroom: float, from_json: Path | None,
                    sizes: list[int], batches: int, window: str, watermark: str, master: str, out_dir: Path | None,
                    console: Console, errors: Console):
@@ -102,9 +120,11 @@ def execute_advise(rate: int, latency_ms: int | None, output: str, headroom: flo
             raise ConfigError(f"{from_json} does not exist: give the bench.json that 'speedlayer bench --out DIR' wrote")
         try:
             results = json.loads(from_json.read_text())
+            if is_kafka_results(results):
+                return kafka_mode_advice(results, rate, latency_ms, output, from_json, console)
             points = batch_points(results, output) or batch_points(results)
-        except (ValueError, KeyError):
-            raise ConfigError(f"{from_json} is not a bench.json written by 'speedlayer bench'") from None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise ConfigError(f"{from_json} is not a bench.json or kafka-latency.json written by 'speedlayer bench'") from None
         source = f"{len(points)} micro-batches in {from_json}"
     else:
         log = Path(tempfile.gettempdir()) / "speedlayer-advise-spark.log"

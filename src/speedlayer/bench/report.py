@@ -14,6 +14,7 @@ from rich.table import Table
 
 from speedlayer.bench.advice import Advice, BatchCost
 from speedlayer.bench.cell import MAX_BACKLOG_S
+from speedlayer.bench.kafka_advice import KafkaAdvice
 
 JSON_NAME = "bench.json"
 LATENCY_PLOT = "latency_vs_throughput.png"
@@ -66,7 +67,7 @@ def sustained_table(results: dict[str, Any]) -> Table:
     return table
 
 
-def advice_table(advice: Advice) -> Table:
+def advice_table(advice: Advice | KafkaAdvice) -> Table:
     table = Table(title=f"modes at {advice.rate:,} events/s", title_justify="left")
     for column in ("mode", "meets target", "expected latency", "guarantee", "why"):
         table.add_column(column)

@@ -59,7 +59,8 @@ def advise_command(
     latency: str | None = typer.Option(None, "--latency", help="target end-to-end latency, e.g. 500ms or 2s"),
     output: str = typer.Option("windows", "--output", help="windows | alerts"),
     headroom: float = typer.Option(0.7, "--headroom", help="share of the interval a batch may take (0-1]"),
-    from_json: str | None = typer.Option(None, "--from", help="fit the batch cost from a bench.json instead of measuring"),
+    from_json: str | None = typer.Option(None, "--from", help="a bench.json (fit the batch cost from it instead of "
+                                         "measuring) or a kafka-latency.json (choose the mode by its measured latency)"),
     size: list[int] | None = typer.Option(None, "--size",
                                           help="events per batch to measure (repeatable; default 5000, 20000, 60000)"),
     batches: int = typer.Option(3, "--batches", help="measured batches per size"),

@@ -1,0 +1,95 @@
+"""From measured Kafka latencies to a mode: which processing mode meets a rate and a p99 target, and at what cost.
+
+``speedlayer bench --kafka`` writes ``kafka-latency.json``: per (mode, rate) the alerts' latency as a
+Kafka consumer computes it. For a target rate each mode is judged on the cell measured at the nearest
+rate at or above it (or the highest measured, said so); a mode meets the target when that cell ran
+and its p99 is at most the target. Of the modes that meet it, the one that gives up least is
+recommended: micro-batch (exactly once, every operation), then real-time, then continuous.
+
+    >>> cells = [{"side": "speedlayer", "mode": "processing:0s", "rate": 1000, "p50_ms": 600.0, "p99_ms": 1150.0,
+    ...           "p999_ms": 1300.0, "status": "ok"},
+    ...          {"side": "speedlayer", "mode": "realtime:1min", "rate": 1000, "p50_ms": 1.0, "p99_ms": 2.0,
+    ...           "p999_ms": 206.0, "status": "ok"}]
+    >>> kafka_advice(cells, rate=1000, target_latency_ms=2000).recommended
+    'processing:0s'
+    >>> kafka_advice(cells, rate=1000, target_latency_ms=50).recommended
+    'realtime:1min'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from speedlayer.bench.advice import ModeVerdict
+from speedlayer.runtime.triggers import parse_trigger
+
+#: what each mode keeps and what it gives up, for an output read from and written to Kafka
+GUARANTEES = {
+    "processing": ("exactly-once (kafka:// sink, Kafka transactions); every operation", ""),
+    "realtime": ("at-least-once (Spark's Kafka sink); stateless operators on Spark's allowlist",
+                 "exactly-once, and state beyond the allowlist"),
+    "continuous": ("at-least-once (Spark's Kafka sink); map-like operations only",
+                   "exactly-once, and every stateful operation"),
+}
+#: the order in which a mode that meets the target is preferred: the one that gives up least first
+PREFERENCE = ("processing", "realtime", "continuous")
+
+
+@dataclass(frozen=True)
+class KafkaAdvice:
+    rate: int
+    target_latency_ms: float | None
+    modes: list[ModeVerdict] = field(default_factory=list)
+    #: the trigger to run with, None when no measured mode meets the target
+    recommended: str | None = None
+    #: what the recommendation gives up against micro-batch ("" for micro-batch itself)
+    gives_up: str = ""
+
+
+def kafka_advice(cells: Iterable[Mapping[str, Any]], rate: int, target_latency_ms: float | None,
+                 stateful: bool = False) -> KafkaAdvice:
+    """Judge every measured mode at ``rate`` against ``target_latency_ms`` (p99) and recommend one.
+
+    ``stateful``: the output keeps state (windows, dedup), which only micro-batch runs; the Kafka
+    cells measure the stateless alerts, so for a stateful output they bound its latency from below.
+    """
+    ours = [c for c in cells if c.get("side", "speedlayer") == "speedlayer"]
+    if not ours:
+        raise ValueError("no cell of speedlayer's side to advise from")
+    verdicts, meeting = [], []
+    for mode in dict.fromkeys(c["mode"] for c in ours):
+        kind = parse_trigger(mode).kind
+        cell, note = _nearest(sorted((c for c in ours if c["mode"] == mode), key=lambda c: c["rate"]), rate)
+        keeps, gives_up = GUARANTEES.get(kind, ("", ""))
+        if stateful and kind != "processing":
+            verdicts.append(ModeVerdict(mode, False, "-", keeps, "this output keeps state, which this mode cannot run"))
+            continue
+        if cell.get("status") != "ok" or cell.get("p99_ms") is None:
+            verdicts.append(ModeVerdict(mode, False, "-", keeps, f"did not run at {cell['rate']:,}/s: "
+                                        f"{cell.get('reason') or cell.get('status')}"))
+            continue
+        meets = target_latency_ms is None or cell["p99_ms"] <= target_latency_ms
+        expected = f"p50 {cell['p50_ms']:,.0f} / p99 {cell['p99_ms']:,.0f} / p99.9 {cell['p999_ms']:,.0f} ms"
+        why = f"measured at {cell['rate']:,}/s{note}" + (f"; gives up {gives_up}" if gives_up else "")
+        verdicts.append(ModeVerdict(mode, meets, expected, keeps, why))
+        if meets:
+            meeting.append((PREFERENCE.index(kind) if kind in PREFERENCE else len(PREFERENCE), cell["p99_ms"], mode,
+                            gives_up))
+    best = min(meeting, default=None)
+    return KafkaAdvice(rate, target_latency_ms, verdicts, best[2] if best else None, best[3] if best else "")
+
+
+def _nearest(cells: list[Mapping[str, Any]], rate: int) -> tuple[Mapping[str, Any], str]:
+    """The cell measured at the lowest rate at or above ``rate``, else the highest, with a note saying so."""
+    for cell in cells:
+        if cell["rate"] >= rate:
+            return cell, ""
+    return cells[-1], f" (measured up to {cells[-1]['rate']:,}/s only: at {rate:,}/s expect more)"
+
+
+def is_kafka_results(results: Mapping[str, Any]) -> bool:
+    """Whether a results file is ``kafka-latency.json`` (cells per side and mode) rather than a ``bench.json``."""
+    cells = results.get("cells") or []
+    return bool(cells) and all("mode" in c and "p99_ms" in c and "output" not in c for c in cells)
