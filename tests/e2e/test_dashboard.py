@@ -99,6 +99,10 @@ def test_dashboard_page_moves_in_chromium(live):
             assert "running" in page.inner_text("#conn") or "stopped" in page.inner_text("#conn")
             assert page.locator("#queries tbody tr").count() == 2
             assert page.locator("#speeders tbody tr").count() > 0
+            # the generator stamps each event's ingest time: the latency shown first is since ingest
+            assert "latency since ingest p50 / p95 / p99" in page.inner_text("#kpis").lower()  # CSS shows it upper-case
+            assert page.eval_on_selector("#chart-latency", "c => c.dataset.series").split("|") == [
+                "since ingest p50", "since ingest p95", "since ingest p99", "since event p99 (+ producer delay, disorder)"]
             page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
             if os.environ.get("SPEEDLAYER_UPDATE_SCREENSHOT"):
                 page.screenshot(path=str(ROOT / "docs" / "dashboard.jpg"), type="jpeg", quality=70,

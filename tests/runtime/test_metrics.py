@@ -115,12 +115,19 @@ def test_terminal_view_shows_rates_and_latency(tmp_path):
     from speedlayer.runtime.run import Run
     from speedlayer.runtime.settings import RunSettings
 
-    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:"}, state_dir=str(tmp_path))))
-    run.tracker.record(RECORDED[0])
-    console = Console(record=True, width=200)
-    console.print(rates_table(run))
-    text = console.export_text()
-    assert "2,000" in text and "6,250" in text and "2,600ms / 5,600ms / 6,400ms" in text
+    def shown(progress) -> str:
+        run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:"}, state_dir=str(tmp_path))))
+        run.tracker.record(progress)
+        console = Console(record=True, width=220)
+        console.print(rates_table(run))
+        return console.export_text()
+
+    text = shown(RECORDED[0])  # since ingest leads: 1.8 s at p50 where the events are 2.6 s old
+    assert "2,000" in text and "6,250" in text and "latency since ingest" in text
+    assert "1,800ms / 4,700ms / 5,500ms" in text and "6,400ms" not in text
+    no_ingest = json.loads(json.dumps(RECORDED[0]))  # a source that stamps no ingest time: since the event, marked
+    del no_ingest["observedMetrics"]["speedlayer_latency"]["ingest_ms"]
+    assert "2,600ms / 5,600ms / 6,400ms (event)" in shown(no_ingest)
 
 
 def test_terminal_view_shows_the_executors_and_the_last_lost_one(tmp_path):

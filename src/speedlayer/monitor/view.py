@@ -39,24 +39,26 @@ def executors_line(run: Run) -> str | None:
 
 
 def rates_table(run: Run) -> Table:
-    """One row per query: batches, rates, last batch time, latency p50/p95/p99, watermark and its lag."""
+    """One row per query: batches, rates, last batch time, latency p50/p95/p99 since ingest (since the event, marked,
+    where the source stamps no ingest time), watermark and its lag."""
     table = Table(title="queries", title_justify="left", expand=False)
     columns = ("output", "sink", "mode", "batches", "input rows/s", "processed rows/s", "batch",
-               "latency p50/p95/p99", "watermark", "wm lag")
+               "latency since ingest p50/p95/p99", "watermark", "wm lag")
     for column in columns:
         table.add_column(column, justify="left" if column in ("output", "sink", "mode", "watermark") else "right")
     progress = run.tracker.snapshot()
     for qp in run.plan.queries:
         p = progress.get(qp.name)
         m = p.latest if p else None
-        latency = (p.latency_ms.get("event") if p else None) or {}
+        since, latency = p.leading_latency if p else ("ingest", {})
         table.add_row(
             qp.output.name, qp.sink.describe(), qp.mode,
             str(p.batches) if p else "0",
             f"{p.input_rate:,.0f}" if p else "-",
             f"{p.processing_rate:,.0f}" if p else "-",
             _ms(p.batch_ms) if p else "-",
-            " / ".join(_ms(latency.get(q)) for q in ("p50", "p95", "p99")) if latency else "-",
+            " / ".join(_ms(latency.get(q)) for q in ("p50", "p95", "p99")) + ("" if since == "ingest" else " (event)")
+            if latency else "-",
             (p.watermark or "-").replace("T", " ").removesuffix(".000Z") if p else "-",
             _ms(m.watermark_lag_ms) if m else "-",
         )

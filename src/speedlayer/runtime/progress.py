@@ -71,6 +71,19 @@ class QueryProgress:
         """Latency percentiles of the newest batch that read events ({} before any)."""
         return self.last_with_events.latency_ms if self.last_with_events is not None else {}
 
+    @property
+    def leading_latency(self) -> tuple[str, dict[str, int]]:
+        """The latency a user looks at first: since ingest where the source stamps it (a Kafka record's
+        timestamp), else since the event (which includes the producer's own delay and disorder).
+
+        >>> QueryProgress("q").leading_latency
+        ('ingest', {})
+        """
+        latency = self.latency_ms
+        if latency.get("ingest") or not latency.get("event"):
+            return "ingest", latency.get("ingest", {})
+        return "event", latency["event"]
+
 
 class _ProgressBridge:
     """The Java side's listener calls this (Py4J); it hands the tracker each event with a few calls."""

@@ -30,14 +30,15 @@ function kpis(s) {
   const box = $("#kpis"); box.replaceChildren();
   const q = s.queries.find(q => q.name === selected) || s.queries[0];
   const m = (q && q.latest) || {};
-  // the newest batch that read events (a bounded run ends with empty batches)
-  const withEvents = q ? q.series.latency_event_p50.map((v, i) => (v == null ? -1 : i)).filter(i => i >= 0) : [];
+  // the newest batch that read events (a bounded run ends with empty batches), since ingest where the source stamps it
+  const since = q ? leadingSince(q.series) : "ingest";
+  const withEvents = q ? q.series[`latency_${since}_p50`].map((v, i) => (v == null ? -1 : i)).filter(i => i >= 0) : [];
   const at = withEvents.length ? withEvents[withEvents.length - 1] : -1;
-  const lat = at < 0 ? {} : Object.fromEntries(["p50", "p95", "p99"].map(p => [p, q.series[`latency_event_${p}`][at]]));
+  const lat = at < 0 ? {} : Object.fromEntries(["p50", "p95", "p99"].map(p => [p, q.series[`latency_${since}_${p}`][at]]));
   const total = k => s.queries.reduce((n, q) => Math.max(n, (q.totals || {})[k] || 0), 0);
   const items = [
     ["input rows/s", num(m.input_rate)], ["processed rows/s", num(m.processing_rate)],
-    ["latency p50 / p95 / p99", lat.p50 == null ? "–" : `${num(sec(lat.p50))} / ${num(sec(lat.p95))} / ${num(sec(lat.p99))}s`],
+    [`latency since ${since} p50 / p95 / p99`, lat.p50 == null ? "–" : `${num(sec(lat.p50))} / ${num(sec(lat.p95))} / ${num(sec(lat.p99))}s`],
     ["batch", m.batch_ms == null ? "–" : num(sec(m.batch_ms)) + "s"],
     ["watermark lag", m.watermark_lag_ms == null ? "–" : num(sec(m.watermark_lag_ms)) + "s"],
     ["dead letters", num(total("dead_letters"))], ["duplicates removed", num(total("duplicates_removed"))],
@@ -99,8 +100,11 @@ function charts(s) {
   if (!q) return;
   const d = q.series, t = d.t;
   Charts.lines($("#chart-rates"), t, [{ name: "input", values: d.input_rate }, { name: "processed", values: d.processing_rate }]);
-  Charts.lines($("#chart-latency"), t, ["p50", "p95", "p99"].map(p => ({ name: p, values: d[`latency_event_${p}`].map(sec) }))
-    .concat([{ name: "ingest p50", values: d.latency_ingest_p50.map(sec) }]), { empty: "no latency yet (micro-batch runs only)" });
+  // since ingest leads (the source's own stamp, a Kafka record's timestamp); since the event adds the producer's delay
+  const since = leadingSince(d);
+  const lead = ["p50", "p95", "p99"].map(p => ({ name: `since ${since} ${p}`, values: d[`latency_${since}_${p}`].map(sec) }));
+  const event = since === "ingest" ? [{ name: "since event p99 (+ producer delay, disorder)", values: d.latency_event_p99.map(sec) }] : [];
+  Charts.lines($("#chart-latency"), t, lead.concat(event), { empty: "no latency yet (micro-batch runs only)" });
   const parts = Object.entries(d.phases).filter(([k]) => ["addBatch", "queryPlanning", "walCommit", "commitOffsets", "latestOffset", "getBatch"].includes(k));
   Charts.lines($("#chart-batch"), t, [{ name: "total", values: d.batch_ms.map(sec) }].concat(parts.map(([k, v]) => ({ name: k, values: v.map(sec) }))));
   Charts.lines($("#chart-delay"), t, [{ name: "scheduling delay", values: d.scheduling_delay_ms.map(sec) }]);
@@ -108,7 +112,12 @@ function charts(s) {
   Charts.lines($("#chart-state"), t, [{ name: "state rows", values: d.state_rows }, { name: "dropped", values: d.dropped_by_watermark },
     { name: "duplicates", values: d.duplicates_removed }, { name: "late kept", values: d.late_events_kept }]);
   Charts.histogram($("#hist-batch"), d.batch_ms.map(sec));
-  Charts.histogram($("#hist-latency"), d.latency_event_p50.map(sec), { color: Charts.COLORS[1], empty: "no latency yet" });
+  Charts.histogram($("#hist-latency"), d[`latency_${since}_p50`].map(sec), { color: Charts.COLORS[1], empty: "no latency yet" });
+}
+
+function leadingSince(series) {
+  // "ingest" where any batch has it, else "event" (a source that stamps no ingest time)
+  return series.latency_ingest_p50.some(v => v != null) || !series.latency_event_p50.some(v => v != null) ? "ingest" : "event";
 }
 
 function openIncidents(s, key) {

@@ -75,6 +75,7 @@ const Charts = (() => {
     });
     const last = series[0].values.filter(v => v != null);
     canvas.dataset.points = String(pts);
+    canvas.dataset.series = series.map(s => s.name).join("|");
     canvas.dataset.last = last.length ? String(last[last.length - 1]) : "";
     canvas.dataset.lastT = String(x[x.length - 1]);
   }
