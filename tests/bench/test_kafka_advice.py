@@ -63,3 +63,18 @@ def test_advise_from_a_kafka_latency_json_names_the_trigger_and_what_it_gives_up
     assert "gives up exactly-once" in out and "p99 1,315" in out  # micro-batch's row, measured, not met
     main(["advise", "--rate", "10000", "--latency", "1ms", "--output", "alerts", "--from", str(path)])
     assert "no measured mode meets a p99 of at most 1 ms" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content,match", [
+    ([1, 2], "is not a bench.json or kafka-latency.json"),
+    ({"cells": [cell("realtime:1min", 1000, 3, side="plain")]}, "no cell of speedlayer's side"),
+])
+def test_a_results_file_advise_cannot_read_is_one_line(capsys, tmp_path, content, match):
+    from speedlayer.cli.app import main
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["advise", "--rate", "1000", "--from", str(path)])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert exit_info.value.code == 2 and len(lines) == 1 and match in lines[0], lines

@@ -97,7 +97,10 @@ def measure_batch_cost(spark, output: str, sizes: list[int], batches: int, windo
 def kafka_mode_advice(results: dict, rate: int, latency_ms: int | None, output: str, path: Path,
                       console: Console) -> KafkaAdvice:
     """Print the mode that meets ``latency_ms`` at ``rate`` by the Kafka cells of ``results``, and every mode's verdict."""
-    advice = kafka_advice(results["cells"], rate, latency_ms, stateful=(output == "windows"))
+    try:
+        advice = kafka_advice(results["cells"], rate, latency_ms, stateful=(output == "windows"))
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}: give the kafka-latency.json that 'speedlayer bench --kafka' wrote") from None
     target = f"a p99 of at most {latency_ms:,} ms" if latency_ms is not None else "no latency target"
     measured = f"as a Kafka consumer measured the fleet alerts ({path})"
     if advice.recommended is None:
@@ -118,13 +121,17 @@ def execute_advise(rate: int, latency_ms: int | None, output: str, headroom: flo
     if from_json is not None:
         if not from_json.is_file():
             raise ConfigError(f"{from_json} does not exist: give the bench.json that 'speedlayer bench --out DIR' wrote")
+        not_ours = ConfigError(f"{from_json} is not a bench.json or kafka-latency.json written by 'speedlayer bench'")
         try:
             results = json.loads(from_json.read_text())
-            if is_kafka_results(results):
-                return kafka_mode_advice(results, rate, latency_ms, output, from_json, console)
+        except ValueError:
+            raise not_ours from None
+        if isinstance(results, dict) and is_kafka_results(results):
+            return kafka_mode_advice(results, rate, latency_ms, output, from_json, console)
+        try:
             points = batch_points(results, output) or batch_points(results)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise ConfigError(f"{from_json} is not a bench.json or kafka-latency.json written by 'speedlayer bench'") from None
+        except (KeyError, TypeError):
+            raise not_ours from None
         source = f"{len(points)} micro-batches in {from_json}"
     else:
         log = Path(tempfile.gettempdir()) / "speedlayer-advise-spark.log"
