@@ -11,11 +11,10 @@ option ``currency`` gets ``--currency EUR`` the same way, and ``speedlayer run J
 
 from __future__ import annotations
 
-import difflib
 import typing
 from collections.abc import Sequence
 
-from speedlayer.core.errors import ConfigError
+from speedlayer.core.errors import ConfigError, closest
 from speedlayer.pipelines.base import Job
 
 
@@ -71,8 +70,8 @@ def parse_flags(args: list[str], flags: dict[str, tuple[str, str, bool, str]], o
         flag, _, value = arg.partition("=")
         if flag not in flags:
             known = ", ".join(f for f, spec in flags.items() if spec[3]) or "none"
-            close = difflib.get_close_matches(flag, [*flags, *other_flags], n=1, cutoff=0.75)
-            meant = f"did you mean {close[0]}? " if close else ""
+            close = closest(flag, [*flags, *other_flags], cutoff=0.75)
+            meant = f"did you mean {close}? " if close else ""
             raise ConfigError(f"no such option {flag} for {owner}: {meant}its own options are {known} "
                               f"(see '{command} --help')")
         kind, name, no_value, _ = flags[flag]

@@ -37,3 +37,15 @@ class SinkError(SpeedlayerError):
 
 class QueryFailedError(SpeedlayerError):
     """A streaming query stopped with an error while running."""
+
+
+def closest(word: str, choices, cutoff: float = 0.6) -> str | None:
+    """The choice a mistyped ``word`` most likely meant, for an error's "did you mean"; None when none is close.
+
+    >>> closest("startingOffset", ["starting_offsets", "max_offsets_per_trigger"])
+    'starting_offsets'
+    """
+    import difflib
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    return found[0] if found else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,7 +11,7 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from speedlayer.core.errors import ConfigError
+from speedlayer.core.errors import ConfigError, closest
 
 
 @dataclass(frozen=True)
@@ -200,8 +199,8 @@ def parse_options(model: type[BaseModel], options: Mapping[str, Any], where: str
     known = set(model.model_fields)
     for key in options:
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            meant = closest(key, known)
+            guess = f" (did you mean {meant!r}?)" if meant else ""
             raise ConfigError(f"{where} has no option {key!r}{guess}; known options: {', '.join(sorted(known))}")
     try:
         return model(**options)
