@@ -88,3 +88,26 @@ def test_sources_say_how_many_events_a_batch_can_hold():
     assert open_source("redis://127.0.0.1:6379/0?stream=v&max_records_per_trigger=300").batch_rows(0) == 300
     assert open_source("kafka://127.0.0.1:9092/telemetry?maxOffsetsPerTrigger=700").batch_rows(0) == 700
     assert open_source("files:///tmp/landing?format=json").batch_rows(1000) is None
+
+
+def test_events_due_while_spark_starts_are_read_by_the_first_batch(spark, tmp_path, monkeypatch):
+    """A fresh run pins the generator's clock right before its queries start; Spark's rate source counts
+    from its own first batch, seconds later after a slow start. Events due in between would be readable
+    that much after their ingest time. Here the start-up takes 5 s (the clock is read 5 s early): the
+    first batch reads the events due over those 5 s."""
+    import json
+
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
+    from speedlayer.sources import generator
+
+    now = generator._now_ms
+    monkeypatch.setattr(generator, "_now_ms", lambda: now() - 5_000)
+    settings = RunSettings(job="fleet", source="generator://?seed=5&rate=200&vehicles=20", max_events=600,
+                           state_dir=str(tmp_path / "st"), trigger="processing:0s", sinks={"alerts": "memory:"})
+    Run(spark, plan_run(settings)).start_and_wait()
+    lines = (tmp_path / "st" / "checkpoints" / "alerts" / "offsets" / "0").read_text().splitlines()
+    planned_ms, seconds_read = json.loads(lines[1])["batchTimestampMs"], int(lines[2])  # the rate source's offset
+    start_ms = json.loads((tmp_path / "st" / "speedlayer-run.json").read_text())["run_state"]["generator_start_ms"]
+    assert seconds_read >= 4 and abs(seconds_read - (planned_ms - start_ms) / 1000) < 1.5, (seconds_read, planned_ms - start_ms)

@@ -39,7 +39,7 @@ from speedlayer.runtime.stopping import (
     restartable,
     stop_after_batch,
 )
-from speedlayer.runtime.streamable import check_streamable, keeps_state
+from speedlayer.runtime.streamable import check_streamable, keeps_state, streaming_sources
 from speedlayer.runtime.summary import RunSummary, save_summary, summarise
 from speedlayer.sinks.base import Target
 
@@ -201,6 +201,7 @@ class Run:
         return self.plan.trigger.apply(writer)
 
     def _start_query(self, qp: QueryPlan, df: Any, target: Target) -> Any:
+        self._prepare_checkpoint(qp, df)
         writer = self._writer(df, qp.name, qp.mode, qp.checkpoint)
         if qp.output.per_batch is not None:
             writer = PerBatchWriter(writer, qp.output.per_batch)
@@ -223,11 +224,18 @@ class Run:
                 writers[qp.output.name] = writing_per_batch(write, per_batch)
         first = built[0][0]
         packed = pack_outputs({qp.output.name: df for qp, df, _ in built})
+        self._prepare_checkpoint(first, packed)
         with session_conf(self.spark, SHARED_QUERY_CONF):
             query = self._writer(packed, first.name, APPEND, first.checkpoint).foreachBatch(FanOut(writers)).start()
         self._starters[query.name] = lambda: self._restart(
             [qp for qp, _, _ in built], lambda: self._start_shared([(qp, df, self._target(qp)) for qp, df, _ in built]))
         return query
+
+    def _prepare_checkpoint(self, qp: QueryPlan, df: Any) -> None:
+        """Let the run's source write into a fresh micro-batch checkpoint of a query that reads it alone."""
+        trigger = self.plan.trigger
+        if qp.fresh and not (trigger.continuous or trigger.realtime):
+            self.plan.source.prepare_checkpoint(qp.checkpoint, streaming_sources(df))
 
     def _restart(self, queries: list[QueryPlan], start: Callable[[], Any]) -> Any:
         # checked again: what the sinks find (rows in a table) is now this run's own, from the checkpoint

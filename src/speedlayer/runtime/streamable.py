@@ -66,6 +66,18 @@ def keeps_state(df: DataFrame) -> bool:
     return False
 
 
+def streaming_sources(df: DataFrame) -> list[str]:
+    """The format of each streaming source a query of ``df`` reads (the streaming leaves of its plan).
+
+    >>> streaming_sources(events.join(zones, "zone")), streaming_sources(pings.union(rides))  # doctest: +SKIP
+    (['rate'], ['rate', 'kafka'])
+    """
+    leaves = df._jdf.queryExecution().analyzed().collectLeaves()
+    streaming = [leaf for leaf in (leaves.apply(i) for i in range(leaves.size())) if leaf.isStreaming()]
+    return [leaf.sourceName() if leaf.getClass().getSimpleName() == "StreamingRelationV2" else leaf.nodeName()
+            for leaf in streaming]
+
+
 #: stateful operations that pass each row on in the batch it came (never behind the watermark)
 _PASSING_ON = ("Deduplicate", "DeduplicateWithinWatermark")
 

@@ -98,6 +98,11 @@ class Source(ABC):
         had nothing recorded (a clock that should start with the rows); True when ``run_state`` changed."""
         return False
 
+    def prepare_checkpoint(self, checkpoint: Path, reads: list[str]) -> None:
+        """Before a query starts on a fresh micro-batch ``checkpoint``: write what Spark's reader of this
+        source should find there (the generator's start). ``reads``: the formats of the query's
+        streaming sources, in Spark's order (``['rate']``: it reads the generator alone)."""
+
     def default_input(self, name: str) -> str | None:
         """The URI of the source a job's second stream ``name`` reads when the run gives none (``--name URI``),
         for this source as the run's main one; None: the run must give one.

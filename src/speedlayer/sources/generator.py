@@ -16,6 +16,7 @@ import json
 import time
 from collections.abc import MutableMapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -81,6 +82,7 @@ class GeneratorSource(Source):
         self.options: GeneratorOptions = parse_generator_options(uri.options)
         self.start_ms: int | None = parse_start(self.options.start) if self.options.start else None
         self._chose_start = False  # pin() chose the clock (nothing given, nothing recorded): pin_at_start may move it
+        self._started_now = False  # pin_at_start moved the clock: the run's queries start from it
 
     def pin(self, run_state: MutableMapping[str, Any]) -> None:
         if self.start_ms is None:
@@ -95,8 +97,20 @@ class GeneratorSource(Source):
         if not self._chose_start:
             return False
         self._chose_start = False
+        self._started_now = True
         self.start_ms = run_state["generator_start_ms"] = _now_ms()
         return True
+
+    def prepare_checkpoint(self, checkpoint: Path, reads: list[str]) -> None:
+        # Spark's rate source paces row n from its own start, taken when a query first plans a batch
+        # (seconds after the clock was pinned: the plan is built and analysed first) unless its
+        # checkpoint records one. Recording the clock makes row n readable at its ingest time.
+        if not self._started_now or reads != ["rate"] or self.start_ms is None:
+            return
+        recorded = checkpoint / "sources" / "0" / "0"
+        if not recorded.exists():
+            recorded.parent.mkdir(parents=True, exist_ok=True)
+            recorded.write_text(f"v1\n{self.start_ms}")
 
     def default_input(self, name: str) -> str | None:
         # the same generator (seed, rate, and the options both kinds take) making the stream's kind, if it makes it
