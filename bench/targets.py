@@ -201,8 +201,8 @@ def main() -> None:
         raise SystemExit(f"--parts: unknown {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
     rounds = args.rounds or (1 if args.quick else 3)
     peers = (not args.quick) if args.peers is None else args.peers
-    if peers and "bounded" in parts and not (BENCH / ".peers-venv").is_dir():
-        print("the peers' own venvs, once: bench/peers/run_peers.py --setup", flush=True)
+    if peers and "bounded" in parts:  # made once; a later call finds them
+        print("the peers' own venvs: bench/peers/run_peers.py --setup", flush=True)
         subprocess.run([sys.executable, str(BENCH / "peers" / "run_peers.py"), "--setup"], check=True)
     out = args.out or BENCH / "results" / ("targets_quick.json" if args.quick else "targets.json")
     results: dict = {"benchmark": "targets", "command": " ".join(["bench/targets.py", *sys.argv[1:]]),

@@ -28,6 +28,13 @@ def load_zones(path: Path = ZONES_CSV) -> list[tuple[float, float, float, float,
                  float(r["speed_limit_kmh"])) for r in csv.DictReader(handle)]
 
 
+def limit_case(zones=None) -> str:
+    """The zone limit as Flink SQL over ``lat``/``lon``: the first zone that holds the position (bounds inclusive)."""
+    whens = " ".join(f"WHEN lat BETWEEN {a!r} AND {b!r} AND lon BETWEEN {c!r} AND {d!r} THEN CAST({limit!r} AS DOUBLE)"
+                     for a, b, c, d, limit in (load_zones() if zones is None else zones))
+    return f"CASE {whens} END"
+
+
 def speed_limit(zones, lat: float, lon: float) -> float | None:
     for min_lat, max_lat, min_lon, max_lon, limit in zones:
         if min_lat <= lat <= max_lat and min_lon <= lon <= max_lon:

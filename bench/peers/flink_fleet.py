@@ -19,13 +19,7 @@ from pathlib import Path
 from pyflink.table import EnvironmentSettings, TableEnvironment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import WATERMARK_MS, WINDOW_MS, load_zones, write_windows
-
-
-def limit_case() -> str:
-    cases = " ".join(f"WHEN lat BETWEEN {a} AND {b} AND lon BETWEEN {c} AND {d} THEN CAST({limit} AS DOUBLE)"
-                     for a, b, c, d, limit in load_zones())
-    return f"CASE {cases} END"
+from common import WATERMARK_MS, WINDOW_MS, limit_case, write_windows
 
 
 def main() -> None:

@@ -33,7 +33,6 @@ from typing import Any
 PEERS = Path(__file__).resolve().parent
 ROOT = PEERS.parents[1]
 VENV = ROOT / ".venv" / "bin"
-PEERS_VENV = ROOT / "bench" / ".peers-venv"
 ENGINES = ("speedlayer", "plain", "python", "bytewax", "flink")
 #: also runnable by name: speedlayer with ``--dedup fast``, to tell the exact dedup's share
 VARIANTS = ("speedlayer-fast",)
@@ -46,15 +45,13 @@ START = "2026-01-01T00:00:00Z"
 
 sys.path.insert(0, str(PEERS))
 from common import WATERMARK_MS, WINDOW_MS, input_files, parse_time_ms, read_lines  # noqa: E402
+from flink_env import PEERS_VENV, ensure_venv  # noqa: E402
 
 
 def setup() -> None:
     for name, packages in PEER_PACKAGES.items():
-        venv = PEERS_VENV / name
-        if not (venv / "bin" / "python").exists():
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", *packages], check=True)
-        print(f"{name}: {venv} with {' '.join(packages)}")
+        ensure_venv(PEERS_VENV / name, packages)
+        print(f"{name}: {PEERS_VENV / name} with {' '.join(packages)}")
 
 
 def ensure_dataset(directory: Path, events: int) -> None:
