@@ -232,9 +232,8 @@ class Run:
         return query
 
     def _prepare_checkpoint(self, qp: QueryPlan, df: Any) -> None:
-        """Let the run's source write into a fresh micro-batch checkpoint of a query that reads it alone."""
-        trigger = self.plan.trigger
-        if qp.fresh and not (trigger.continuous or trigger.realtime):
+        """Let the run's source write into a fresh micro-batch checkpoint (the generator's start)."""
+        if qp.fresh and not self.plan.trigger.stateless:  # continuous and real-time read no such file
             self.plan.source.prepare_checkpoint(qp.checkpoint, streaming_sources(df))
 
     def _restart(self, queries: list[QueryPlan], start: Callable[[], Any]) -> Any:
