@@ -71,6 +71,25 @@ def run_cli(tmp_path):
     return _run
 
 
+@pytest.fixture(scope="session")
+def finished_fleet_run(spark, tmp_path_factory):
+    """A bounded fleet run from JSON lines into Parquet: its state dir, out dir and input pings."""
+    import json
+
+    import speedlayer
+    from tests.testing.events import fleet_pings
+
+    tmp_path, pings = tmp_path_factory.mktemp("sql-run"), fleet_pings()
+    (tmp_path / "landing").mkdir()
+    (tmp_path / "landing" / "pings.jsonl").write_text("\n".join(json.dumps(p) for p in pings) + "\n")
+    out = tmp_path / "out"
+    handle = speedlayer.run("fleet", source=f"files://{tmp_path / 'landing'}?format=json", trigger="available-now",
+                            spark=spark, state_dir=str(tmp_path / "state"),
+                            sinks={"windows": f"parquet:{out / 'windows'}", "alerts": f"parquet:{out / 'alerts'}"})
+    handle.wait()
+    return tmp_path / "state", out, pings
+
+
 # --- real servers (see tests/servers.py) --------------------------------------------------------
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime
 from pathlib import Path
@@ -83,3 +84,12 @@ def run_recording(spark, plan, output: str, checkpoint: Path, seen: dict, attemp
         query.awaitTermination()
     except Exception:  # noqa: BLE001 — the injected failure
         assert fail_batch is not None
+
+
+def committed_parquet(directory: Path) -> list[Path]:
+    """The files Spark's file sink committed, from its own log (``_spark_metadata``), read without Spark."""
+    files = []
+    for entry in sorted((directory / "_spark_metadata").glob("[0-9]*"), key=lambda p: int(p.name.split(".")[0])):
+        for line in entry.read_text().splitlines()[1:]:
+            files.append(Path(json.loads(line)["path"].removeprefix("file:")))
+    return files

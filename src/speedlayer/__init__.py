@@ -56,6 +56,7 @@ _EXPORTS = {
     "late_events": "speedlayer.pipelines.late",
     "reference_table": "speedlayer.pipelines.tables",  # the static side of a stream-static join
     "shared_dir": "speedlayer.pipelines.tables",  # where a cluster must see it (Job.shared_paths)
+    "TableRef": "speedlayer.core.tables",  # a table in files: a job's static input (Job.tables), a sink's rows
     # events
     "EventSchema": "speedlayer.core.schemas",
     "Field": "speedlayer.core.schemas",

@@ -19,3 +19,9 @@ def ping(eid: str, sec: float, speed: float = 30.0, vehicle: str = "V1") -> dict
 def at(sec: float) -> datetime:
     """T0 + ``sec`` as the naive datetime ``collect()`` gives (the sessions run in UTC)."""
     return (T0 + timedelta(seconds=sec)).replace(tzinfo=None)
+
+
+def fleet_pings() -> list[dict]:
+    """Three vehicles pinging every 2 s for a minute, speeds rising, and two of the pings sent twice."""
+    pings = [ping(f"e{v}-{s}", s, 20.0 + s + 3 * v, f"V{v}") for v in range(3) for s in range(0, 60, 2)]
+    return pings + [pings[5], pings[17]]

@@ -22,6 +22,7 @@ from speedlayer.cli.console import err, out
 from speedlayer.cli.jobs import jobs_command
 from speedlayer.cli.produce import produce_command
 from speedlayer.cli.run import RunCommand, run_command
+from speedlayer.cli.sql import sql_command
 from speedlayer.cli.status import status_command
 from speedlayer.cli.train import TrainCommand, train_command
 from speedlayer.cli.warm_up import warm_up_command
@@ -44,7 +45,7 @@ app.command("run", cls=RunCommand, context_settings=JOB_FLAGS)(run_command)
 app.command("train", cls=TrainCommand, context_settings=JOB_FLAGS)(train_command)
 for name, command in (("sources", sources_command), ("sinks", sinks_command), ("produce", produce_command),
                       ("bench", bench_command), ("advise", advise_command),
-                      ("status", status_command), ("warm-up", warm_up_command)):
+                      ("status", status_command), ("sql", sql_command), ("warm-up", warm_up_command)):
     app.command(name)(command)
 
 

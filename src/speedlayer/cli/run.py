@@ -63,8 +63,11 @@ def run_command(
     dashboard: bool | None = _O(None, "--dashboard/--no-dashboard", help="serve the web dashboard and /metrics "
                                                                          "(default: with the live view)"),
     dashboard_port: int | None = _O(None, "--dashboard-port", help="dashboard port (default 8765; a port given must be free)"),
-    host: str = _O("127.0.0.1", "--host", help="address the dashboard and metrics bind to"),
+    host: str = _O("127.0.0.1", "--host", help="address the dashboard, metrics and SQL endpoint bind to"),
     metrics_port: int | None = _O(None, "--metrics-port", help="also serve Prometheus /metrics alone on this port"),
+    sql: bool = _O(True, "--sql/--no-sql", help="serve ad-hoc SQL over the live job (speedlayer sql, notebooks: "
+                                                 "Spark Connect, with a token)"),
+    sql_port: int | None = _O(None, "--sql-port", help="the SQL endpoint's port (default: a free one)"),
 ) -> None:
     """Run JOB (or a job file) from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
     if duration is not None and max_events is not None:
@@ -84,21 +87,22 @@ def run_command(
     }
     settings = build_settings(file_values, flags)
     live = sys.stdout.isatty() if live is None else live
-    surfaces = _surfaces(live, dashboard, dashboard_port, host, metrics_port)
+    surfaces = _surfaces(live, dashboard, dashboard_port, host, metrics_port, sql, sql_port)
     from speedlayer.cli.running import execute
 
     execute(settings, live=live, console=out, errors=err, surfaces=surfaces)
 
 
-def _surfaces(live: bool, dashboard: bool | None, dashboard_port: int | None, host: str, metrics_port: int | None):
-    """Where the run shows itself: the dashboard by default with the live view, ports checked."""
+def _surfaces(live: bool, dashboard: bool | None, dashboard_port: int | None, host: str, metrics_port: int | None,
+              sql: bool = False, sql_port: int | None = None):
+    """Where the run shows itself: the dashboard by default with the live view, the SQL endpoint, ports checked."""
     from speedlayer.cli.running import Surfaces
 
-    for flag, port in (("--dashboard-port", dashboard_port), ("--metrics-port", metrics_port)):
+    for flag, port in (("--dashboard-port", dashboard_port), ("--metrics-port", metrics_port), ("--sql-port", sql_port)):
         if port is not None and not 0 < port < 65536:
             raise ConfigError(f"{flag} {port} is not a port: give 1-65535")
     wants_dashboard = (live or dashboard_port is not None) if dashboard is None else dashboard
-    return Surfaces(wants_dashboard, dashboard_port, host, metrics_port)
+    return Surfaces(wants_dashboard, dashboard_port, host, metrics_port, sql, sql_port)
 
 
 def job_and_file(job: str | None, job_file: str | None) -> tuple[str | None, str | None]:

@@ -19,6 +19,7 @@ from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
 from speedlayer.runtime.session import build_session, check_java, check_master, exposure_note
 from speedlayer.runtime.settings import RunSettings
+from speedlayer.runtime.sql_endpoint import ENDPOINT_FILE, SqlEndpoint, forget_endpoint
 from speedlayer.runtime.summary import RunSummary
 
 log = logging.getLogger("speedlayer.monitor")
@@ -48,6 +49,9 @@ class Surfaces:
     dashboard_port: int | None = None
     host: str = "127.0.0.1"
     metrics_port: int | None = None
+    #: serve Spark Connect for ad-hoc SQL and notebooks (``speedlayer.runtime.sql_endpoint``)
+    sql: bool = False
+    sql_port: int | None = None
 
 
 def _bind(surfaces: Surfaces, errors: Console) -> tuple[DashboardServer | None, DashboardServer | None]:
@@ -77,16 +81,20 @@ def execute(settings: RunSettings, live: bool, console: Console, errors: Console
     with run:  # released, and a temporary state directory removed, however the run ends
         run.prepare()  # before Spark: a second run on this state directory stops here
         servers = _bind(surfaces, errors)  # before Spark: a port the user chose must be free
+        endpoint = SqlEndpoint.open(surfaces.host, surfaces.sql_port) if surfaces.sql else None
         try:
-            return _execute(run, settings, live, console, errors, *servers)
+            return _execute(run, settings, live, console, errors, *servers, endpoint)
         finally:
             for server in servers:
                 if server is not None:
                     server.close()
+            if endpoint is not None:
+                forget_endpoint(plan.state_dir)
 
 
 def _execute(run: Run, settings: RunSettings, live: bool, console: Console, errors: Console,
-             dashboard: DashboardServer | None, metrics: DashboardServer | None) -> RunSummary:
+             dashboard: DashboardServer | None, metrics: DashboardServer | None,
+             endpoint: SqlEndpoint | None) -> RunSummary:
     quiet_query_context_logs()
     plan = run.plan
     for note in run.notes:
@@ -96,7 +104,9 @@ def _execute(run: Run, settings: RunSettings, live: bool, console: Console, erro
     exposed = exposure_note(settings.master, settings.spark_ui)
     if exposed:
         errors.print(f"note: {exposed}", soft_wrap=True)
-    spark = build_session(settings.master, settings.spark_conf(), app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
+    conf = settings.spark_conf()
+    conf.update(endpoint.spark_conf(plan.state_dir, conf) if endpoint else {})
+    spark = build_session(settings.master, conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
                           spark_ui=settings.spark_ui, ship=settings.ship, packages=plan.spark_packages(),
                           connector_conf=plan.spark_conf(),
                           announce=lambda line: errors.print(f"note: {line}", soft_wrap=True))
@@ -120,6 +130,10 @@ def _execute(run: Run, settings: RunSettings, live: bool, console: Console, erro
             errors.print(f"Prometheus metrics: {metrics.url}/metrics", soft_wrap=True)
         if view is not None:
             view.attach(run)
+        if endpoint is not None:
+            endpoint.publish(run.spark, plan)
+            errors.print(f"ad-hoc SQL: speedlayer sql --state-dir {plan.state_dir} (Spark Connect on {endpoint.url}, "
+                         f"its token in {plan.state_dir / ENDPOINT_FILE})", soft_wrap=True)
 
     run.on_started = on_started
 

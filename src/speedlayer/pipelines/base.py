@@ -16,6 +16,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.keys import EXAMPLE, key_fields, key_problems, python_key
 from speedlayer.core.modes import APPEND, UPDATE
 from speedlayer.core.schemas import EventSchema
+from speedlayer.core.tables import TableRef
 from speedlayer.decode.observation import observed_decode
 from speedlayer.decode.validate import Decoded, decode
 
@@ -167,6 +168,9 @@ class Job:
     #: the entities the dashboard's map shows, by the fields of ``schema`` naming them and their
     #: position; None: the job has no map
     positions: Positions | None = None
+    #: the static tables it reads (zones, profiles) by name, each a ``TableRef``: ``speedlayer sql``
+    #: shows them as views beside the outputs; None: it reads none
+    tables: Callable[[Params], Mapping[str, TableRef]] | None = None
 
     def __post_init__(self) -> None:
         """Checks the map's fields and the dedup key, and keys the ``late`` output (the name is reserved for ``LATE``) by it."""

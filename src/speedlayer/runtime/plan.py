@@ -20,6 +20,7 @@ from speedlayer.core import faults
 from speedlayer.core.durations import format_duration, parse_duration, positive_duration
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import OUTPUT_MODES
+from speedlayer.core.tables import TableRef, sql_name
 from speedlayer.core.uris import parse_options
 from speedlayer.pipelines import get_job
 from speedlayer.pipelines.base import Job, Output, Params
@@ -85,6 +86,18 @@ class RunPlan:
         """The first of the run's sources that recognises a query failure, in its own one line."""
         return next((line for source in [self.source, *self.inputs.values()]
                      if (line := source.explain_failure(text))), None)
+
+    def tables(self) -> dict[str, TableRef]:
+        """The tables a batch query can read of this run, by SQL name: each output whose sink can be read
+        back, then the job's static tables (an output of the same name wins).
+
+        >>> plan_run(RunSettings(job="fleet", sinks={"windows": "parquet:out/w"})).tables()  # doctest: +SKIP
+        {'windows': TableRef(format='parquet', ...), 'zones': TableRef(format='csv', ...)}
+        """
+        found = {sql_name(qp.output.name): table for qp in self.queries if (table := qp.sink.read_back()) is not None}
+        for name, table in (self.job.tables(self.params) if self.job.tables else {}).items():
+            found.setdefault(sql_name(name), table)
+        return found
 
     def first_source(self, output: Output) -> Source:
         """The source an output's query reads first (``--max-events`` counts its events)."""

@@ -149,6 +149,7 @@ def prepare_state(plan: RunPlan) -> RunState:
         query.sink.check(query.output.name, query.fresh)
     with told_when_full(plan.state_dir):
         plan.state_dir.mkdir(parents=True, exist_ok=True)
-        manifest = {"job": plan.job.name, "settings": settings, "job_options": job_options, "run_state": run_state}
+        manifest = {"job": plan.job.name, "settings": settings, "job_options": job_options, "run_state": run_state,
+                    "tables": {name: table.record() for name, table in plan.tables().items()}}
         write_manifest(plan.state_dir, manifest)
     return RunState(plan, manifest, followers, notes)

@@ -13,6 +13,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.types import StructType
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.core.tables import TableRef
 from speedlayer.core.uris import Uri
 
 EXACTLY_ONCE = "exactly-once"
@@ -105,6 +106,15 @@ class Sink(ABC):
         >>> write(batch_df, 0)                                                      # doctest: +SKIP
         """
         raise NotImplementedError(f"sink {self.scheme}: writes no micro-batches of its own")
+
+    def read_back(self) -> TableRef | None:
+        """The table its committed rows can be read back from in batch, which ``speedlayer sql`` shows as
+        a view; None where they cannot be (a console, a broker, a database speedlayer holds no password of).
+
+        >>> ParquetSink(parse_uri("parquet:out/windows")).read_back().format  # doctest: +SKIP
+        'parquet'
+        """
+        return None
 
     def shared_paths(self) -> dict[str, Path]:
         """Local directories executors write (what -> path); on a cluster each must be shared."""

@@ -26,6 +26,7 @@ from speedlayer.core.errors import ConfigError, SinkError
 from speedlayer.core.faults import reached
 from speedlayer.core.modes import APPEND
 from speedlayer.core.parallelism import machine_partitions
+from speedlayer.core.tables import TableRef
 from speedlayer.core.uris import Uri
 from speedlayer.sinks.base import EXACTLY_ONCE, Sink, Target, no_options
 
@@ -113,6 +114,9 @@ class DeltaSink(Sink):
 
     def destination(self, job: str, output: str) -> tuple | None:
         return ("directory", str(self.path))
+
+    def read_back(self) -> TableRef:
+        return TableRef("delta", str(self.path.resolve()), packages=(self.package,), conf=delta_conf())
 
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         if self.path.exists() and not self.path.is_dir():

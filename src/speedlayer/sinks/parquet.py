@@ -9,6 +9,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from speedlayer.core.errors import SinkError
 from speedlayer.core.modes import APPEND
+from speedlayer.core.tables import TableRef
 from speedlayer.core.uris import Uri
 from speedlayer.sinks.base import EXACTLY_ONCE, Sink, Target, no_options
 
@@ -33,6 +34,9 @@ class ParquetSink(Sink):
 
     def destination(self, job: str, output: str) -> tuple | None:
         return ("directory", str(self.path))
+
+    def read_back(self) -> TableRef:
+        return TableRef("parquet", str(self.path.resolve()))  # Spark's reader reads only the files _spark_metadata lists
 
     def check(self, output_name: str, fresh_checkpoint: bool) -> None:
         log = self.path / "_spark_metadata"

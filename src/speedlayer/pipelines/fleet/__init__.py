@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
+from speedlayer.core.tables import TableRef
 from speedlayer.decode.validate import Decoded
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params, Positions
 from speedlayer.pipelines.fleet.incidents import check_initial_state, speeding_incidents
@@ -29,6 +30,7 @@ from speedlayer.pipelines.fleet.windows import (
     windows_with_lateness,
     with_speed_limit,
 )
+from speedlayer.pipelines.fleet.zones import ZONES_DDL, zones_file
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
 
@@ -117,6 +119,11 @@ def _zone_areas(params: Params) -> list[dict]:
     return [dict(vars(z)) for z in load_zones(fleet_options(params).zones)]
 
 
+def _tables(params: Params) -> dict[str, TableRef]:
+    """The speed-limit zones the alerts look up, for ``speedlayer sql``."""
+    return {"zones": TableRef("csv", str(zones_file(fleet_options(params).zones)), {"header": "true"}, ZONES_DDL)}
+
+
 def _shared_paths(params: Params) -> dict[str, Path]:
     """The incidents' initial-state table, when it is a local path: executors read it."""
     initial = fleet_options(params).incident_initial_state
@@ -167,4 +174,5 @@ FLEET = Job(
     options=FleetOptions,
     shared_paths=_shared_paths,
     positions=Positions("vehicle_id", areas=_zone_areas),
+    tables=_tables,
 )

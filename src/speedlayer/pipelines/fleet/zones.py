@@ -20,6 +20,8 @@ from pyspark.sql import functions as F
 from speedlayer.core.errors import ConfigError
 
 COLUMNS = ("zone_id", "name", "min_lat", "max_lat", "min_lon", "max_lon", "speed_limit_kmh")
+#: the zones CSV's columns as Spark reads them
+ZONES_DDL = ", ".join(f"{c} string" if c in ("zone_id", "name") else f"{c} double" for c in COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,15 @@ def load_zones(path: str | None = None) -> tuple[Zone, ...]:
             raise ConfigError(f"zones file {path} does not exist: give a CSV with columns {', '.join(COLUMNS)}")
         text, where = file.read_text(), f"zones file {path}"
     return _parse(list(csv.DictReader(text.splitlines())), where)
+
+
+def zones_file(path: str | None = None) -> Path:
+    """The zones CSV a run reads: ``path``, or the built-in table's file.
+
+    >>> zones_file().name
+    'zones.csv'
+    """
+    return Path(path).resolve() if path else Path(str(resources.files("speedlayer.data").joinpath("zones.csv")))
 
 
 def _sql_literal(value: str | float) -> str:

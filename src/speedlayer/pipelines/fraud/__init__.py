@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, UPDATE
+from speedlayer.core.tables import TableRef
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.fraud.model import check_model, load_model, score
@@ -63,10 +64,19 @@ def model_paths(params: Params) -> dict[str, Path]:
     return paths
 
 
+def _profiles_path(options: FraudOptions) -> str:
+    return options.profiles or str(Path(options.model).expanduser().resolve() / "profiles")
+
+
+def _tables(params: Params) -> dict[str, TableRef]:
+    """The card profiles the scores join, for ``speedlayer sql``."""
+    return {"profiles": TableRef("parquet", _profiles_path(params.options or FraudOptions()))}
+
+
 def scored_transactions(events: DataFrame, params: Params) -> DataFrame:
     """Each (deduplicated) transaction with its card profile and ``fraud_score``."""
     options: FraudOptions = params.options or FraudOptions()
-    profiles_path = options.profiles or str(Path(options.model).expanduser().resolve() / "profiles")
+    profiles_path = _profiles_path(options)
     # pinned: the profiles the model was trained with, the same for every batch and its replay
     profiles = reference_table(events.sparkSession, profiles_path, "parquet", name=f"card-profile table {profiles_path}")
     events = drop_duplicates(with_watermark(events, params, CARD_TRANSACTION.time_field), params, FRAUD.dedup_key)
@@ -114,4 +124,5 @@ FRAUD = Job(
     options=FraudOptions,
     check=check,
     trainer=FRAUD_TRAINER,
+    tables=_tables,
 )

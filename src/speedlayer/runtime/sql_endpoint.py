@@ -1,0 +1,140 @@
+"""A running job's Spark Connect endpoint: ad-hoc SQL and notebooks inside the job's own Spark application.
+
+The job's session loads Spark Connect's server as a plugin (its jar ships in PySpark's wheel), bound
+to loopback unless told otherwise, on a free port, and refuses every client without the run's token.
+Ad-hoc queries run in the fair scheduler's ``default`` pool while the run's queries run in
+``streams``, which weighs more, so a large scan cannot take every core from the stream.
+
+The run writes where it listens and its token to ``<state dir>/sql-endpoint.json``, readable by its
+owner only: ``speedlayer sql`` finds it there; a notebook attaches with the URL it prints.
+
+>>> endpoint = SqlEndpoint.open("127.0.0.1", None)          # doctest: +SKIP
+>>> build_session(conf={**endpoint.spark_conf(state_dir)})   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from speedlayer.core.errors import ConfigError
+from speedlayer.core.tables import sql_name
+
+ENDPOINT_FILE = "sql-endpoint.json"
+#: the fair scheduler's pool of the run's own queries; ad-hoc queries take Spark's ``default``
+STREAMS_POOL = "streams"
+_POOLS = f"""<?xml version="1.0"?>
+<allocations>
+  <pool name="{STREAMS_POOL}"><schedulingMode>FIFO</schedulingMode><weight>4</weight><minShare>1</minShare></pool>
+  <pool name="default"><schedulingMode>FIFO</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
+</allocations>
+"""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only (``localhost``, 127.0.0.0/8, ::1).
+
+    >>> is_loopback("127.0.0.1"), is_loopback("0.0.0.0")
+    (True, False)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, 0))
+        except OSError as exc:
+            raise ConfigError(f"--sql-host {host}: cannot listen there ({exc.strerror}): give an address of "
+                              "this machine") from None
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class SqlEndpoint:
+    host: str
+    port: int
+    token: str
+
+    @classmethod
+    def open(cls, host: str, port: int | None) -> SqlEndpoint:
+        """Where a run's endpoint will listen: ``port``, or a free one; a new token."""
+        return cls(host, port or _free_port(host), secrets.token_urlsafe(24))
+
+    @property
+    def url(self) -> str:
+        """The Spark Connect URL a client on this machine uses (``localhost`` where it listens there too:
+        PySpark sends a token without TLS only to it); the token is not part of it."""
+        here = is_loopback(self.host) or self.host in ("0.0.0.0", "::", "")
+        return f"sc://{'localhost' if here else self.host}:{self.port}"
+
+    def spark_conf(self, state_dir: Path, user_conf: dict[str, str]) -> dict[str, str]:
+        """The session settings that serve it: Connect's plugin added to the user's, its address and
+        token, the fair scheduler with the pools (their file written into ``state_dir``)."""
+        pools = state_dir / "scheduler-pools.xml"
+        pools.write_text(_POOLS)
+        plugins = [p for p in user_conf.get("spark.plugins", "").split(",") if p]
+        return {"spark.plugins": ",".join([*plugins, "org.apache.spark.sql.connect.SparkConnectPlugin"]),
+                "spark.connect.grpc.binding.address": self.host,
+                "spark.connect.grpc.binding.port": str(self.port),
+                "spark.connect.authenticate.token": self.token,
+                "spark.scheduler.mode": "FAIR",
+                "spark.scheduler.allocation.file": str(pools)}
+
+    def publish(self, spark: Any, plan: Any) -> Path:
+        """Once the run's queries run: each memory output as a global view (``global_temp.<output>``,
+        what Connect's sessions share), and where it listens with its token written for ``speedlayer
+        sql``, readable by this user only."""
+        for qp in plan.queries:
+            if qp.sink.scheme == "memory":
+                spark.table(qp.name).createOrReplaceGlobalTempView(sql_name(qp.output.name))
+        path = plan.state_dir / ENDPOINT_FILE
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            json.dump({"url": self.url, "host": self.host, "port": self.port, "token": self.token,
+                       "pid": os.getpid()}, file)
+        return path
+
+
+def recorded_endpoint(state_dir: Path) -> dict[str, Any] | None:
+    """The endpoint of the run alive in ``state_dir`` (its url and token), or None when no run serves one."""
+    path = state_dir / ENDPOINT_FILE
+    try:
+        endpoint = json.loads(path.read_text())
+        os.kill(int(endpoint["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return endpoint
+
+
+def connect(endpoint: dict[str, Any]) -> Any:
+    """A Spark Connect session of the recorded ``endpoint``; one line when it does not answer.
+
+    >>> spark = connect(recorded_endpoint(Path("state/fleet")))  # doctest: +SKIP
+    """
+    from pyspark.sql import SparkSession
+
+    try:
+        spark = SparkSession.builder.remote(f"{endpoint['url']}/;token={endpoint['token']}").getOrCreate()
+        spark.range(1).collect()
+    except Exception as exc:  # noqa: BLE001 — gRPC's and Spark's errors, said in one line
+        reason = " ".join(str(exc).split())[:200]
+        raise ConfigError(f"the running job's SQL endpoint {endpoint['url']} did not answer ({reason}): is the run "
+                          "still up? speedlayer status tells") from None
+    return spark
+
+
+def forget_endpoint(state_dir: Path) -> None:
+    """Remove the endpoint's record once the run stops serving it."""
+    (state_dir / ENDPOINT_FILE).unlink(missing_ok=True)
