@@ -54,7 +54,7 @@ def live(spark, tmp_path_factory):
             scrapes.append(scrape(server.url))
 
     def on_started(started: Run) -> None:
-        server.serve(started, feed)
+        server.serve(started, feed, sql=True)
         tap = start_tap(started, feed)
         if tap is not None:
             started.side_queries.append(tap)
@@ -103,6 +103,17 @@ def test_dashboard_page_moves_in_chromium(live):
             assert "latency since ingest p50 / p95 / p99" in page.inner_text("#kpis").lower()  # CSS shows it upper-case
             assert page.eval_on_selector("#chart-latency", "c => c.dataset.series").split("|") == [
                 "since ingest p50", "since ingest p95", "since ingest p99", "since event p99 (+ producer delay, disorder)"]
+            # the SQL box: the job answers over its state; a time series is drawn too; a write is refused
+            ask = lambda sql: (page.fill("#sql-text", sql), page.click("#sql-run"))  # noqa: E731
+            ask("SELECT count(*) AS open_windows FROM windows_state_aggregation")
+            page.wait_for_function("document.querySelector('#sql-status').textContent === '1 row'", timeout=60_000)
+            assert int(page.inner_text("#sql-result td")) > 0 and page.locator("#sql-chart-box").is_hidden()
+            ask("SELECT timestamp_seconds(id * 10) AS t, id * id AS squared FROM range(5)")
+            page.wait_for_function("document.querySelector('#sql-chart').dataset.points === '5'", timeout=60_000)
+            assert page.eval_on_selector("#sql-chart", "c => c.dataset.last") == "16"
+            ask("DROP TABLE windows")
+            page.wait_for_function("document.querySelector('#sql-status').textContent.includes('DROP is refused')",
+                                   timeout=60_000)
             page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
             if os.environ.get("SPEEDLAYER_UPDATE_SCREENSHOT"):
                 page.screenshot(path=str(ROOT / "docs" / "dashboard.jpg"), type="jpeg", quality=70,

@@ -80,9 +80,10 @@ def test_a_running_job_answers_sql_on_loopback_with_a_token_and_read_only(run_cl
 
 def test_another_host_opens_the_endpoint_with_its_token(tmp_path):
     endpoint = SqlEndpoint.open("0.0.0.0", None)
-    conf = endpoint.spark_conf(tmp_path, {"spark.plugins": "com.example.Mine"})
+    conf = endpoint.spark_conf(tmp_path, {"spark.plugins": "com.example.Mine", "spark.connect.grpc.binding.port": "1"})
     assert conf["spark.connect.grpc.binding.address"] == "0.0.0.0" and len(endpoint.token) >= 32
     assert conf["spark.connect.authenticate.token"] == endpoint.token
     assert conf["spark.plugins"] == "com.example.Mine,org.apache.spark.sql.connect.SparkConnectPlugin"
+    assert conf["spark.connect.grpc.binding.port"] == "1"  # what the user sets wins
     assert endpoint.url == f"sc://localhost:{endpoint.port}"  # a client on this machine sends its token without TLS
     assert Path(conf["spark.scheduler.allocation.file"]).read_text().count("<pool ") == 2

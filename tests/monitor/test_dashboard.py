@@ -3,6 +3,7 @@
 import json
 import re
 import socket
+import urllib.error
 import urllib.request
 
 import pytest
@@ -168,3 +169,33 @@ def test_a_foreign_host_header_is_refused_everywhere(served, path):
 @pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "LOCALHOST:{port}", "[::1]:{port}", "127.0.0.1"])
 def test_the_dashboards_own_host_names_are_served(served, host):
     assert status_with_host(served, "/api/state", host.format(port=served.server_address[1])) == 200
+
+
+def post(url: str, body: bytes, headers: dict) -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+def test_the_sql_box_takes_json_from_its_own_page_only(served):
+    url, json_type = served.url + "/api/sql", {"Content-Type": "application/json"}
+    statement = json.dumps({"sql": "SELECT 1"}).encode()
+    assert post(url, statement, {**json_type, "Origin": "http://evil.example"})[0] == 403  # another site's page
+    assert post(url, statement, {"Content-Type": "text/plain"})[0] == 415  # a form another page could post
+    status, body = post(url, statement, {**json_type, "Origin": served.url})
+    assert status == 400 and json.loads(body) == {"error": "this run serves no SQL (started with --no-sql)"}
+
+
+def test_the_sql_box_is_refused_on_a_dashboard_open_to_the_network(tmp_path):
+    run = Run(None, plan_run(RunSettings(job="fleet", state_dir=str(tmp_path / "st"))))
+    server = open_server("0.0.0.0", 0, explicit=True, warn=print)
+    try:
+        server.serve(run, None, sql=True)
+        status, body = post(f"http://127.0.0.1:{server.server_address[1]}/api/sql", b'{"sql": "SELECT 1"}',
+                            {"Content-Type": "application/json"})
+    finally:
+        server.close()
+    assert status == 400 and "serves SQL on loopback only" in json.loads(body)["error"]

@@ -104,8 +104,7 @@ def _execute(run: Run, settings: RunSettings, live: bool, console: Console, erro
     exposed = exposure_note(settings.master, settings.spark_ui)
     if exposed:
         errors.print(f"note: {exposed}", soft_wrap=True)
-    conf = settings.spark_conf()
-    conf.update(endpoint.spark_conf(plan.state_dir, conf) if endpoint else {})
+    conf = endpoint.spark_conf(plan.state_dir, settings.spark_conf()) if endpoint else settings.spark_conf()
     spark = build_session(settings.master, conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
                           spark_ui=settings.spark_ui, ship=settings.ship, packages=plan.spark_packages(),
                           connector_conf=plan.spark_conf(),
@@ -124,7 +123,7 @@ def _execute(run: Run, settings: RunSettings, live: bool, console: Console, erro
 
     def on_started(run: Run) -> None:
         if dashboard is not None:
-            _start_dashboard(run, dashboard, feed, errors)
+            _start_dashboard(run, dashboard, feed, errors, endpoint is not None)
         if metrics is not None:
             metrics.serve(run)
             errors.print(f"Prometheus metrics: {metrics.url}/metrics", soft_wrap=True)
@@ -175,12 +174,12 @@ def _fan_out(primary, extras):
     return show
 
 
-def _start_dashboard(run: Run, server: DashboardServer, feed: ResultsFeed | None, errors: Console) -> None:
+def _start_dashboard(run: Run, server: DashboardServer, feed: ResultsFeed | None, errors: Console, sql: bool) -> None:
     """Serve the dashboard and start its tap query; a failure here is one line, never the run's end."""
     from speedlayer.monitor.tap import start_tap
 
     try:
-        server.serve(run, feed)
+        server.serve(run, feed, sql)
         tap = start_tap(run, feed) if feed is not None else None
         if tap is not None:
             run.add_side_query(tap, restart=lambda: start_tap(run, feed))

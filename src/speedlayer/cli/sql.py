@@ -53,6 +53,8 @@ def sql_command(
                     out.print(f"{view.name}: {view.what}", soft_wrap=True, markup=False)
                 continue
             try:
+                check_read_only(text)
+                views = define_views(spark, folder)  # anew: each statement reads what is committed now
                 _print(query(spark, text, limit, timeout), fmt, limit)
             except ConfigError as exc:
                 err.print(f"error: {exc}", soft_wrap=True, markup=False)
@@ -109,20 +111,29 @@ def _statements():
 
 
 def _print(answer, fmt: str, limit: int) -> None:
-    if fmt == "csv":
-        writer = csv.writer(sys.stdout)
-        writer.writerow(answer.columns)
-        writer.writerows(answer.rows)
-    elif fmt == "json":
-        for row in answer.rows:
-            sys.stdout.write(json.dumps(dict(zip(answer.columns, row)), default=str) + "\n")
+    if fmt == "json":
+        for record in answer.records():
+            sys.stdout.write(json.dumps(record, default=str) + "\n")
     else:
-        from rich.table import Table
+        cells = [[_cell(v) for v in record.values()] for record in answer.records()]
+        if fmt == "csv":
+            writer = csv.writer(sys.stdout)
+            writer.writerow(answer.columns)
+            writer.writerows(cells)
+        else:
+            from rich.table import Table
 
-        table = Table(*answer.columns, show_lines=False)
-        for row in answer.rows:
-            table.add_row(*("" if v is None else str(v) for v in row))
-        out.print(table)
+            table = Table(*answer.columns, show_lines=False)
+            for row in cells:
+                table.add_row(*row)
+            out.print(table)
     sys.stdout.flush()
     more = f"; more left out: --limit {limit} shows at most {limit}" if answer.truncated else ""
     err.print(f"({len(answer.rows)} row{'s' if len(answer.rows) != 1 else ''}{more})")
+
+
+def _cell(value: Any) -> str:
+    """A JSON-ready value as a table or CSV cell: nested values as JSON, null as empty."""
+    if value is None:
+        return ""
+    return json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)

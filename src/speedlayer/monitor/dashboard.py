@@ -34,6 +34,7 @@ from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.prometheus import metrics_registry
 from speedlayer.runtime.processes import run_memory
 from speedlayer.runtime.progress import DURATION_BUCKETS
+from speedlayer.runtime.sql_endpoint import is_loopback
 from speedlayer.sources.base import partition_lag
 
 if TYPE_CHECKING:
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("speedlayer.monitor")
 
 DEFAULT_PORT = 8765
+#: the longest statement the SQL box takes
+MAX_SQL_BYTES = 100_000
+#: why the SQL box answers nothing, unless the run serves it
+NO_SQL = "this run serves no SQL (started with --no-sql)"
 #: batches of each timeline sent to the page
 SERIES = 180
 
@@ -198,6 +203,48 @@ class _Handler(BaseHTTPRequestHandler):
             except Exception:  # noqa: BLE001
                 pass
 
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        try:
+            if not self.server.serves_host(self.headers.get("Host")) or not self._same_origin():
+                self._send(403, b"this dashboard answers only to its own pages (Host or Origin refused)\n", "text/plain")
+            elif path != "/api/sql" or self.server.metrics_only:
+                self._send(404, b"not found\n", "text/plain")
+            elif self.headers.get("Content-Type", "").split(";")[0].strip() != "application/json":
+                self._send(415, b"send the statement as JSON: {\"sql\": \"SELECT ...\"}\n", "text/plain")
+            else:
+                self._answer_sql()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except Exception as exc:  # noqa: BLE001 — the dashboard never stops the job
+            log.warning("speedlayer: dashboard request %s failed: %s", path, exc)
+            self._json(500, {"error": f"dashboard error: {exc}"})
+
+    def _same_origin(self) -> bool:
+        """A browser's cross-site request names its page's origin: only the dashboard's own page may ask."""
+        origin = self.headers.get("Origin")
+        return origin is None or origin.split("://", 1)[-1].lower() == (self.headers.get("Host") or "").lower()
+
+    def _answer_sql(self) -> None:
+        box = self.server.sql_box
+        if box is None:
+            self._json(400, {"error": self.server.sql_refusal})
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_SQL_BYTES:
+            self._json(413, {"error": f"a statement of at most {MAX_SQL_BYTES:,} bytes"})
+            return
+        try:
+            statement = json.loads(self.rfile.read(length) or b"{}").get("sql", "")
+            self._json(200, box.ask(str(statement)))
+        except (ValueError, AttributeError):
+            self._json(400, {"error": 'send the statement as JSON: {"sql": "SELECT ..."}'})
+        except ConfigError as exc:
+            self._json(400, {"error": str(exc)})
+
+    def _json(self, status: int, body: dict) -> None:
+        self._send(status, json.dumps(body, default=str, allow_nan=False).encode(), "application/json")
+
     def _static(self, name: str) -> None:
         if "/" in name or name.startswith("."):
             self._send(404, b"not found\n", "text/plain")
@@ -222,6 +269,8 @@ class DashboardServer(ThreadingHTTPServer):
         self.metrics_only = metrics_only
         self.own_names = {"localhost", host.lower(), socket.gethostname().lower(), socket.getfqdn().lower()}
         self.registry = None
+        self.sql_box: Any = None
+        self.sql_refusal = NO_SQL
         self._state: Callable[[], dict] = dict
         self._thread: threading.Thread | None = None
 
@@ -242,7 +291,16 @@ class DashboardServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
 
-    def serve(self, run: Run, feed: ResultsFeed | None = None) -> None:
+    def serve(self, run: Run, feed: ResultsFeed | None = None, sql: bool = False) -> None:
+        """Serve ``run``'s page, state and metrics; with ``sql``, the SQL box too (``sql_views.SqlBox``),
+        where the dashboard listens on loopback only: it asks no token."""
+        if sql and not is_loopback(self.server_address[0]):
+            self.sql_refusal = ("the dashboard serves SQL on loopback only (it asks no token): use speedlayer sql "
+                                f"--state-dir {run.plan.state_dir}, which sends the run's token")
+        elif sql:
+            from speedlayer.monitor.sql_views import SqlBox
+
+            self.sql_box = SqlBox(run.spark, run.plan.state_dir)
         self.registry = metrics_registry(run.plan.job.name, run.tracker, run.executors)
         zones = _areas(run) if not self.metrics_only else []
         self._state = lambda: run_state(run, feed, zones)

@@ -16,9 +16,12 @@ The views of a run, from its ``--state-dir``:
 from __future__ import annotations
 
 import json
+import math
 import threading
 import uuid
 from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -153,9 +156,10 @@ def define_views(spark: Any, state_dir: Path) -> list[View]:
         except Exception:  # noqa: BLE001 — nothing committed there yet: no view, the others still show
             continue
         views.append(View(name, f"{table.format} {table.path}"))
-    for table in spark.catalog.listTables("global_temp"):  # a running job's memory outputs
-        if table.name not in {v.name for v in views}:
-            spark.table(f"global_temp.{table.name}").createOrReplaceTempView(table.name)
+    shared = spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+    for table in spark.catalog.listTables(shared):  # a running job's memory outputs (local views are listed too)
+        if table.database == shared and table.name not in {v.name for v in views}:
+            spark.table(f"{shared}.{table.name}").createOrReplaceTempView(table.name)
             views.append(View(table.name, "rows in the running job's memory"))
     _ = spark.streams.active  # Spark's state store coordinator, which loading a snapshot calls, starts with this
     for checkpoint in find_checkpoints(state_dir):
@@ -176,6 +180,31 @@ class Answer:
     rows: list[tuple]
     #: whether rows past ``limit`` were left out
     truncated: bool
+
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as JSON-ready dicts: nested rows as dicts, times as ISO-8601 text, decimals as numbers.
+
+        >>> Answer(["n", "at"], [(1, datetime(2026, 1, 1))], False).records()
+        [{'n': 1, 'at': '2026-01-01T00:00:00'}]
+        """
+        return [{c: plain(v) for c, v in zip(self.columns, row)} for row in self.rows]
+
+
+def plain(value: Any) -> Any:
+    """A value of a collected row as JSON has it (``Answer.records``)."""
+    if hasattr(value, "asDict"):
+        return {k: plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def query(spark: Any, sql: str, limit: int = 1000, timeout_s: float = 60.0) -> Answer:
@@ -208,3 +237,23 @@ def query(spark: Any, sql: str, limit: int = 1000, timeout_s: float = 60.0) -> A
         timer.cancel()
         spark.removeTag(tag)
     return Answer(columns, rows[:limit], len(rows) > limit)
+
+
+class SqlBox:
+    """The dashboard's SQL box: a session of the running job's own, the views defined anew for each
+    statement (so each reads what is committed then), one statement at a time.
+
+    >>> SqlBox(run.spark, run.plan.state_dir).ask("SELECT count(*) AS n FROM windows")  # doctest: +SKIP
+    {'columns': ['n'], 'rows': [{'n': 1665}], 'truncated': False}
+    """
+
+    def __init__(self, spark: Any, state_dir: Path, limit: int = 500, timeout_s: float = 30.0):
+        self.spark, self.state_dir, self.limit, self.timeout_s = spark.newSession(), state_dir, limit, timeout_s
+        self._lock = threading.Lock()
+
+    def ask(self, sql: str) -> dict[str, Any]:
+        check_read_only(sql)
+        with self._lock:
+            define_views(self.spark, self.state_dir)
+            answer = query(self.spark, sql, self.limit, self.timeout_s)
+        return {"columns": answer.columns, "rows": answer.records(), "truncated": answer.truncated, "limit": self.limit}

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.spark_errors import quiet_analysis_errors, spark_reason
+from speedlayer.core.tables import TableRef
 
 #: the formats Spark reads without a package of its own, by the name a file ends with
 FORMATS = {"csv": ".csv", "json": ".json", "parquet": ".parquet", "orc": ".orc", "text": ".txt"}
@@ -93,25 +94,37 @@ def reference_table(spark: SparkSession, path: str | Path, format: str | None = 
     >>> reference_table(spark, "ref/customers.csv").columns                      # doctest: +SKIP
     ['customer', 'tier']
     """
-    path = str(path)
     what = name or f"reference table {path}"
+    ref = table_ref(path, format, options, schema, what)
+    if is_local(ref.path) and not local_path(ref.path).exists():
+        raise ConfigError(f"{what}: {ref.path} does not exist: check the path (a relative one is taken from "
+                          f"{Path.cwd()})")
+    with quiet_analysis_errors():
+        try:
+            table = ref.read(spark)
+            return table if refresh else _pinned(spark, table, what)
+        except (AnalysisException, ValueError) as exc:  # ParseException (a bad schema) is one too
+            raise ConfigError(f"{what}: Spark cannot read it as {ref.format}: {spark_reason(exc)}: fix the path, "
+                              "format, options or schema") from None
+
+
+def table_ref(path: str | Path, format: str | None = None, options: Mapping[str, object] | None = None,
+              schema: str | None = None, what: str | None = None) -> TableRef:
+    """How ``reference_table`` reads the table at ``path``: its format (by default the one the path's
+    ending names, an unknown one a ConfigError naming ``what``), Spark's reader options with a CSV's
+    defaults, and the schema.
+
+    >>> table_ref("ref/customers.csv").options
+    {'header': 'true', 'inferSchema': 'true'}
+    """
+    path = str(path)
     fmt = format or format_of(path)
     if fmt not in FORMATS:
         given = f"format {fmt!r}" if fmt else "no format, and its name does not end with one"
-        raise ConfigError(f"{what}: {given}: give one of {', '.join(FORMATS)}")
-    if is_local(path) and not local_path(path).exists():
-        raise ConfigError(f"{what}: {path} does not exist: check the path (a relative one is taken from "
-                          f"{Path.cwd()})")
+        raise ConfigError(f"{what or f'reference table {path}'}: {given}: give one of {', '.join(FORMATS)}")
     given = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in (options or {}).items()}
     defaults = {k: v for k, v in DEFAULT_OPTIONS.get(fmt, {}).items() if not (schema and k == "inferSchema")}
-    reader = spark.read.format(fmt).options(**{**defaults, **given})
-    with quiet_analysis_errors():
-        try:
-            table = (reader.schema(schema) if schema else reader).load(path)
-            return table if refresh else _pinned(spark, table, what)
-        except (AnalysisException, ValueError) as exc:  # ParseException (a bad schema) is one too
-            raise ConfigError(f"{what}: Spark cannot read it as {fmt}: {spark_reason(exc)}: fix the path, "
-                              "format, options or schema") from None
+    return TableRef(fmt, path, {**defaults, **given}, schema)
 
 
 def _pinned(spark: SparkSession, table: DataFrame, what: str) -> DataFrame:

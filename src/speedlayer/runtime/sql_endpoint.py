@@ -80,17 +80,23 @@ class SqlEndpoint:
         return f"sc://{'localhost' if here else self.host}:{self.port}"
 
     def spark_conf(self, state_dir: Path, user_conf: dict[str, str]) -> dict[str, str]:
-        """The session settings that serve it: Connect's plugin added to the user's, its address and
-        token, the fair scheduler with the pools (their file written into ``state_dir``)."""
+        """``user_conf`` with what serves the endpoint: Connect's plugin added to the user's plugins, its
+        address and token, the fair scheduler with the pools (their file written into ``state_dir``);
+        a setting the user gave wins (``spark.scheduler.mode=FIFO`` turns the pools off).
+
+        >>> SqlEndpoint("127.0.0.1", 15002, "t").spark_conf(Path("st"), {})["spark.scheduler.mode"]  # doctest: +SKIP
+        'FAIR'
+        """
         pools = state_dir / "scheduler-pools.xml"
         pools.write_text(_POOLS)
         plugins = [p for p in user_conf.get("spark.plugins", "").split(",") if p]
-        return {"spark.plugins": ",".join([*plugins, "org.apache.spark.sql.connect.SparkConnectPlugin"]),
-                "spark.connect.grpc.binding.address": self.host,
+        return {"spark.connect.grpc.binding.address": self.host,
                 "spark.connect.grpc.binding.port": str(self.port),
                 "spark.connect.authenticate.token": self.token,
                 "spark.scheduler.mode": "FAIR",
-                "spark.scheduler.allocation.file": str(pools)}
+                "spark.scheduler.allocation.file": str(pools),
+                **user_conf,
+                "spark.plugins": ",".join([*plugins, "org.apache.spark.sql.connect.SparkConnectPlugin"])}
 
     def publish(self, spark: Any, plan: Any) -> Path:
         """Once the run's queries run: each memory output as a global view (``global_temp.<output>``,

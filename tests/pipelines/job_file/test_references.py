@@ -6,6 +6,7 @@ import re
 import pytest
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.core.tables import TableRef
 from speedlayer.pipelines.job_file import load_job_file
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.settings import RunSettings
@@ -65,6 +66,11 @@ def test_tables_and_variables_become_the_jobs_checks_and_options(job_dir):
     assert plan.params.options.rates_dir == str(job_dir / "today")
     assert job.shared_paths(plan.params) == {"reference table customers": job_dir / "ref",
                                              "reference table rates": job_dir / "today"}
+    # speedlayer sql shows them as views, read as the job reads them
+    assert plan.tables() == {
+        "customers": TableRef("csv", str(job_dir / "ref" / "customers.csv"),
+                              {"header": "true", "inferSchema": "true", "delimiter": ";"}),
+        "rates": TableRef("json", str(job_dir / "today" / "rates.json"))}
 
 
 def test_the_definition_holds_the_tables_as_written(job_dir):

@@ -225,5 +225,43 @@ async function poll() {
   }
   setTimeout(poll, 1000);
 }
+// The SQL box: one read-only statement, answered by the running job; a time series also as a chart.
+const cellText = v => (v == null ? "" : typeof v === "object" ? JSON.stringify(v) : String(v));
+const timeOf = v => (typeof v === "string" && /^\d{4}-\d\d-\d\dT/.test(v) ? Date.parse(v.endsWith("Z") ? v : v + "Z") : NaN);
+
+function sqlChart(answer) {
+  // a time series: a first column of times and at least one column of numbers
+  const box = $("#sql-chart-box");
+  const [first, ...rest] = answer.columns;
+  const numeric = rest.filter(c => answer.rows.length && answer.rows.every(r => r[c] == null || typeof r[c] === "number"));
+  const rows = answer.rows.filter(r => !isNaN(timeOf(r[first]))).sort((a, b) => timeOf(a[first]) - timeOf(b[first]));
+  box.hidden = !(numeric.length && rows.length > 1 && rows.length === answer.rows.length);
+  if (box.hidden) return;
+  $("#sql-chart-caption").textContent = `${numeric.join(", ")} by ${first}`;
+  Charts.lines($("#sql-chart"), rows.map(r => timeOf(r[first])), numeric.slice(0, 6).map(c => ({ name: c, values: rows.map(r => r[c]) })),
+    { zero: false });
+}
+
+async function runSql(event) {
+  event.preventDefault();
+  const status = $("#sql-status"), result = $("#sql-result");
+  status.textContent = "running…";
+  try {
+    const r = await fetch("/api/sql", { method: "POST", headers: { "Content-Type": "application/json" },
+                                        body: JSON.stringify({ sql: $("#sql-text").value }) });
+    const answer = await r.json();
+    if (!r.ok) { status.textContent = answer.error; result.replaceChildren(); $("#sql-chart-box").hidden = true; return; }
+    const head = el("tr", {}, ...answer.columns.map(c => el("th", {}, c)));
+    const rows = answer.rows.map(row => el("tr", {}, ...answer.columns.map(c => el("td", {}, cellText(row[c])))));
+    result.replaceChildren(el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
+    const n = answer.rows.length;
+    status.textContent = `${n} row${n === 1 ? "" : "s"}` + (answer.truncated ? ` (the first ${answer.limit})` : "");
+    sqlChart(answer);
+  } catch (e) {
+    status.textContent = "the job did not answer";
+  }
+}
+$("#sql-form").addEventListener("submit", runSql);
+
 window.addEventListener("resize", () => render(lastState));
 poll();

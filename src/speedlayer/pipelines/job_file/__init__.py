@@ -29,7 +29,7 @@ from speedlayer.pipelines.job_file.reading import read_spec
 from speedlayer.pipelines.job_file.references import ReferenceSpec
 from speedlayer.pipelines.job_file.spec import JobFileSpec, OutputSpec
 from speedlayer.pipelines.job_file.sql import VIEW, output_query
-from speedlayer.pipelines.job_file.tables import check_tables, read_tables, shared_table_paths, variables_model
+from speedlayer.pipelines.job_file.tables import check_tables, read_tables, shared_table_paths, sql_tables, variables_model
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
 
@@ -75,6 +75,7 @@ def job_from_spec(spec: JobFileSpec, file: str) -> Job:
         options=variables_model(spec.variables),
         check=partial(check_tables, **tables) if spec.references else None,
         shared_paths=partial(shared_table_paths, **tables) if spec.references else None,
+        tables=partial(sql_tables, **tables) if spec.references else None,
     )
     # the late output reads the job's schema and dedup key, so the pipeline gets the job itself
     return dataclasses.replace(job, pipeline=partial(pipeline, job=job)) if spec.dedup_key else job

@@ -22,10 +22,11 @@ from pydantic import Field as Option
 from pyspark.sql import DataFrame, SparkSession
 
 from speedlayer.core.errors import ConfigError
+from speedlayer.core.tables import TableRef
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.job_file.reading import mistakes
 from speedlayer.pipelines.job_file.references import ReferenceSpec, VariableSpec, resolve, variables_in
-from speedlayer.pipelines.tables import is_local, local_path, reference_table, shared_dir
+from speedlayer.pipelines.tables import is_local, local_path, reference_table, shared_dir, table_ref
 
 
 def variables_model(variables: Mapping[str, VariableSpec]) -> type[BaseModel] | None:
@@ -79,6 +80,13 @@ def shared_table_paths(params: Params, *, references: Mapping[str, ReferenceSpec
     """The local directories executors read tables from (a file's own directory): a cluster must share them."""
     dirs = {name: shared_dir(path) for name, path in table_paths(references, params, file).items()}
     return {f"reference table {name}": folder for name, folder in dirs.items() if folder is not None}
+
+
+def sql_tables(params: Params, *, references: Mapping[str, ReferenceSpec], file: str) -> dict[str, TableRef]:
+    """Each table as ``speedlayer sql`` reads it (``Job.tables``): where its variables put it."""
+    paths = table_paths(references, params, file)
+    return {name: table_ref(paths[name], spec.table_format, spec.options, spec.schema_)
+            for name, spec in references.items() if name in paths}
 
 
 def read_tables(spark: SparkSession, references: Mapping[str, ReferenceSpec], params: Params,
