@@ -96,8 +96,8 @@ def test_produce_makes_a_registered_kind(orders_kind):
 
 
 def test_an_unknown_kind_names_the_registered_ones(orders_kind):
-    assert list(kinds()) == ["vehicles", "actions", "transactions", "rides", "orders", "refunds", "wrong"]
+    assert list(kinds()) == ["vehicles", "actions", "transactions", "rides", "labels", "orders", "refunds", "wrong"]
     with pytest.raises(ConfigError, match=r"unknown kind 'bikes': choose one of vehicles, actions, transactions, "
-                                          r"rides, orders, refunds, wrong") as err:
+                                          r"rides, labels, orders, refunds, wrong") as err:
         open_source("generator://?kind=bikes")
     assert "\n" not in str(err.value)

@@ -38,8 +38,8 @@ class ProduceSettings(BaseModel):
     max_events: int | None = Field(None, gt=0, description="stop after this many events (default: until Ctrl-C)")
     from_event: int = Field(0, ge=0, description="first event number n")
     seed: int | None = None
-    kind: str | None = Field(None, description="what to generate (vehicles, actions, transactions, rides or a registered kind); "
-                                               "wins over --generator's")
+    kind: str | None = Field(None, description="what to generate (vehicles, actions, transactions, labels, rides or a "
+                                               "registered kind); wins over --generator's")
     start: str | None = Field(None, description="event-time origin (ISO-8601 or epoch ms); default: now")
     chunk: int = Field(50_000, gt=0, le=5_000_000, description="events computed per Spark job")
     master: str = "local[*]"

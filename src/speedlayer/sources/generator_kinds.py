@@ -24,6 +24,7 @@ BUILTIN_KINDS = {
     "actions": "speedlayer.pipelines.app_actions_kind:action_events",
     "transactions": "speedlayer.pipelines.fraud.transaction_kind:transaction_events",
     "rides": "speedlayer.pipelines.fleet.ride_kind:ride_events",
+    "labels": "speedlayer.pipelines.fraud.label_kind:label_events",
 }
 
 

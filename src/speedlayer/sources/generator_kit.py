@@ -34,7 +34,7 @@ from speedlayer.sources.generator_kinds import kinds
 class GeneratorOptions(BaseModel):
     """The options of ``generator://`` every kind takes (``rate``, ``seed``, ``disorder``, ``late``, ...)."""
 
-    kind: str = Field("vehicles", description="what to generate: vehicles, actions, transactions, rides, "
+    kind: str = Field("vehicles", description="what to generate: vehicles, actions, transactions, labels, rides, "
                       "or a kind a package registers (speedlayer.generator_kinds)")
     rate: int = Field(5000, gt=0, description="events per second (paced), also the event-time spacing")
     seed: int = 42
@@ -122,10 +122,18 @@ def pick(draw: Column, mix: tuple[tuple[str, float], ...]) -> Column:
     return result.otherwise(F.lit(mix[-1][0]))
 
 
+def resent(opts: GeneratorOptions, n: Column) -> Column:
+    """Whether row ``n`` re-sends an earlier event (``timeline``'s ``src`` names which) rather than a new one.
+
+    >>> resent(GeneratorOptions(), F.col("n"))  # doctest: +SKIP
+    """
+    return (uniform(opts.seed, n, 1) < opts.duplicates) & (n > 0)
+
+
 def timeline(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:
     """``n``, ``src`` (the event a re-send copies) and ``event_ms``, as the vehicle generator spaces them."""
     c, seed = F.col, opts.seed
-    is_dup = (uniform(seed, c("n"), 1) < opts.duplicates) & (c("n") > 0)
+    is_dup = resent(opts, c("n"))
     df = seq.select("n", F.when(is_dup, F.greatest(c("n") - 1 - F.floor(uniform(seed, c("n"), 2) * 3), F.lit(0)))
                     .otherwise(c("n")).cast("long").alias("src"))
     src = c("src")
