@@ -11,6 +11,7 @@ from speedlayer.pipelines.fraud.model import labelled, train
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
 from speedlayer.runtime.settings import RunSettings
+from speedlayer.sources import open_source
 from tests.helpers import batch_output
 
 GENERATOR = "generator://?kind=transactions&seed=9&cards=200&fraud=0.05&start=2026-11-22T10:00:00Z&rate=100"
@@ -57,3 +58,27 @@ def test_the_stream_scores_like_the_batch_and_alerts_catch_fraud(spark, model, t
     hits = alerts.join(truth, "tx_id").agg(F.count(F.lit(1)).alias("n"), F.sum("is_fraud").alias("fraud")).first()
     assert hits.n > 20 and hits.fraud / hits.n > 0.8
     assert alerts.where("fraud_score < 0.5 or home_country is null").count() == 0
+
+
+def test_verdicts_join_each_score_to_the_label_that_came_later(spark, model, tmp_path):
+    directory, _ = model
+    # late=0: a label behind the watermark is dropped like any late event, and the oracle does not keep time
+    labels_uri = GENERATOR.replace("kind=transactions", "kind=labels") + "&label_delay=5s&rows_per_batch=1000&late=0"
+    settings = RunSettings(job="fraud", source=f"{GENERATOR}&rows_per_batch=1000", max_events=3000,
+                           inputs={"labels": labels_uri}, state_dir=str(tmp_path / "state"),
+                           options={"model": str(directory)},
+                           sinks={"verdicts": "memory:fraud_verdicts", "scores": "memory:fraud_verdict_scores"})
+    Run(spark, plan_run(settings)).start_and_wait()
+    # the oracle: the labels' payloads, read apart from the job and parsed in Python, against the scores written
+    told = {}
+    for row in open_source(labels_uri).read_batch(spark, 3000).select("value").collect():
+        try:
+            label = json.loads(row.value)
+            told.setdefault(label["tx_id"], label["is_fraud"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a corrupted label: the label dead letters' business
+    scored = {r.tx_id: r.fraud_score for r in spark.table("fraud_verdict_scores").collect()}
+    verdicts = {r.tx_id: (r.is_fraud, r.fraud_score) for r in spark.table("fraud_verdicts").collect()}
+    expected = {tx: (fraud, scored[tx]) for tx, fraud in told.items() if tx in scored}
+    assert len(expected) > 1000 and verdicts == expected
+    assert sum(fraud for fraud, _ in verdicts.values()) > 50  # 5% fraud: verdicts of both kinds came

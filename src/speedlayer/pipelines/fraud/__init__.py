@@ -17,17 +17,19 @@ import functools
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, UPDATE
 from speedlayer.core.tables import TableRef
+from speedlayer.decode.validate import Decoded
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.fraud.model import check_model, load_model, score
-from speedlayer.pipelines.fraud.schemas import CARD_TRANSACTION
+from speedlayer.pipelines.fraud.schemas import CARD_LABEL, CARD_TRANSACTION
 from speedlayer.pipelines.fraud.training import FRAUD_TRAINER
 from speedlayer.pipelines.late import late_events
 from speedlayer.pipelines.ops import with_watermark
@@ -43,6 +45,14 @@ class FraudOptions(BaseModel):
     model: str = Field("models/fraud", description="directory written by speedlayer train fraud")
     threshold: float = Field(0.5, ge=0, le=1, description="alert when the fraud probability is at least this")
     profiles: str | None = Field(None, description="card-profile table (parquet directory); default: <model>/profiles")
+    label_within: str = Field("1h", description="how long after a payment its label may arrive (verdicts)")
+
+    @field_validator("label_within")
+    @classmethod
+    def _within_is_a_duration(cls, value: str) -> str:
+        if parse_duration(value) <= 0:
+            raise ValueError("must be longer than zero: e.g. 1h")
+        return value
 
 
 def check(params: Params) -> None:
@@ -83,11 +93,30 @@ def scored_transactions(events: DataFrame, params: Params) -> DataFrame:
     return score(events.drop("ingest_time"), load_model(options.model), profiles)
 
 
-def fraud_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]:
-    """``scores``, ``alerts`` (both from one scoring), and ``late``: transactions behind the watermark, never scored.
+def verdicts(scored: DataFrame, labels: Decoded | None, params: Params) -> DataFrame:
+    """Each scored transaction with the verdict its label brought later: a stream-stream join on ``tx_id``,
+    the label at most ``label_within`` after the payment, so both sides' state is bounded by the
+    watermark and that time.
+
+    >>> verdicts(scored, decode(raw_labels, CARD_LABEL), Params(options=FraudOptions())).columns  # doctest: +SKIP
+    """
+    if labels is None:
+        raise ConfigError("output 'verdicts' joins the transactions' labels: give their source with --labels URI "
+                          "(e.g. --labels 'generator://?kind=labels')")
+    within = parse_duration((params.options or FraudOptions()).label_within)
+    told = drop_duplicates(with_watermark(labels.events, params, CARD_LABEL.time_field), params, "tx_id")
+    paid = scored.select(*ALERT_COLUMNS).withColumnRenamed("tx_id", "paid_tx")
+    joined = paid.join(told.select("tx_id", "is_fraud", "labelled_at"), F.expr(
+        f"paid_tx = tx_id AND labelled_at >= time AND labelled_at <= time + INTERVAL {within} MILLISECONDS"))
+    return joined.select(*ALERT_COLUMNS, "is_fraud", "labelled_at")
+
+
+def fraud_pipeline(events: DataFrame, params: Params, labels: Decoded | None = None) -> Mapping[str, DataFrame]:
+    """``scores``, ``alerts`` (both from one scoring), ``verdicts`` (the scores with their later labels) and
+    ``late``: transactions behind the watermark, never scored.
 
     >>> sorted(fraud_pipeline(decoded.events, Params(options=FraudOptions())))  # doctest: +SKIP
-    ['alerts', 'late', 'scores']
+    ['alerts', 'late', 'scores', 'verdicts']
     """
     options: FraudOptions = params.options or FraudOptions()
 
@@ -98,6 +127,7 @@ def fraud_pipeline(events: DataFrame, params: Params) -> Mapping[str, DataFrame]
     return LazyOutputs({
         "scores": lambda: scored().select(*ALERT_COLUMNS),
         "alerts": lambda: scored().where(F.col("fraud_score") >= options.threshold).select(*ALERT_COLUMNS),
+        "verdicts": lambda: verdicts(scored(), labels, params),
         "late": lambda: late_events(with_watermark(events, params, CARD_TRANSACTION.time_field), FRAUD, params),
     })
 
@@ -111,6 +141,11 @@ FRAUD = Job(
         "alerts": Output("alerts", "transactions whose fraud score is at least --option threshold, with the card profile",
                          (APPEND, UPDATE), APPEND, True, ("tx_id",)),
         "scores": Output("scores", "every transaction with its fraud score", (APPEND, UPDATE), APPEND, True, ("tx_id",)),
+        "verdicts": Output("verdicts", "each scored transaction with the verdict its label (--labels) brought later: "
+                           "is_fraud, labelled_at", (APPEND,), APPEND, True, ("tx_id",), inputs=("labels",)),
+        "label-dead-letters": Output("label-dead-letters", "labels (--labels) that failed to parse or validate, with the "
+                                     "reason", (APPEND, UPDATE), APPEND, False, ("offset",), inputs=("labels",),
+                                     dead_letters_of="labels"),
         "dead-letters": DEAD_LETTERS,
         "late": dataclasses.replace(LATE, summary=(
             "transactions that arrived behind the watermark (never scored: the dedup drops them), with the "
@@ -125,4 +160,5 @@ FRAUD = Job(
     check=check,
     trainer=FRAUD_TRAINER,
     tables=_tables,
+    inputs={"labels": CARD_LABEL},
 )

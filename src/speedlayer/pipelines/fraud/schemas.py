@@ -1,7 +1,7 @@
-"""The fraud job's events: card transactions.
+"""The fraud job's events: card transactions, and the verdicts (labels) that reach the bank later.
 
->>> CARD_TRANSACTION.time_field
-'time'
+>>> CARD_TRANSACTION.time_field, CARD_LABEL.time_field
+('time', 'labelled_at')
 """
 
 from __future__ import annotations
@@ -19,4 +19,14 @@ CARD_TRANSACTION = EventSchema(
         Field("country", "string"),
     ),
     time_field="time",
+)
+
+CARD_LABEL = EventSchema(
+    name="card transaction label",
+    fields=(
+        Field("tx_id", "string"),
+        Field("is_fraud", "boolean"),
+        Field("labelled_at", "timestamp"),
+    ),
+    time_field="labelled_at",
 )
