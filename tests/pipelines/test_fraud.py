@@ -82,3 +82,62 @@ def test_verdicts_join_each_score_to_the_label_that_came_later(spark, model, tmp
     expected = {tx: (fraud, scored[tx]) for tx, fraud in told.items() if tx in scored}
     assert len(expected) > 1000 and verdicts == expected
     assert sum(fraud for fraud, _ in verdicts.values()) > 50  # 5% fraud: verdicts of both kinds came
+
+
+def _auc(pairs: list[tuple[float, bool]]) -> float:
+    """ROC AUC by counting: the share of (fraud, genuine) pairs the score orders right, ties half."""
+    frauds = [s for s, f in pairs if f]
+    genuine = [s for s, f in pairs if not f]
+    wins = sum((a > b) + 0.5 * (a == b) for a in frauds for b in genuine)
+    return wins / (len(frauds) * len(genuine))
+
+
+def test_a_learning_run_refits_after_the_drift_and_a_restart_serves_the_newest_version(spark, model, tmp_path):
+    from speedlayer.testing import CollectSink
+
+    directory, _ = model
+    drifting = f"{GENERATOR}&rows_per_batch=1000&drift=10s&late=0"
+    labels_uri = drifting.replace("kind=transactions", "kind=labels") + "&label_delay=5s"
+
+    def run(events: int) -> tuple[CollectSink, CollectSink, CollectSink]:
+        updates, scores, verdicts = CollectSink(), CollectSink(), CollectSink()
+        settings = RunSettings(job="fraud", source=drifting, max_events=events, inputs={"labels": labels_uri},
+                               state_dir=str(tmp_path / "state"),
+                               options={"model": str(directory), "learn": "true", "refit_every": "1500",
+                                        "learn_window": "2500"})
+        plan = plan_run(settings, sinks={"model-updates": updates, "scores": scores, "verdicts": verdicts})
+        Run(spark, plan).start_and_wait()
+        return updates, scores, verdicts
+
+    updates, _, _ = run(6000)
+    tried = [r.asDict() for r in updates.frame(spark).collect()]
+    kept = [t for t in tried if t["accepted"]]
+    assert kept and all(t["roc_auc"] >= t["previous_roc_auc"] for t in kept), tried
+    assert all(t["version"] == t["previous"] for t in tried if not t["accepted"])  # a worse fit is not swapped in
+
+    _, scores, verdicts = run(11000)  # a restart goes on with the newest (the first run flushed up to 8,000)
+    first = min(b for b, table in scores.batches.items() if table.num_rows)
+    assert {r.model_version for r in scores.rows(spark, [first])} == {kept[-1]["version"]}
+    # after the drift, the learned version ranks fraud better than the frozen model, against the labels
+    truth = {r.tx_id: (r.is_fraud, r.fraud_score) for r in verdicts.frame(spark).collect()}
+    learned = {r.tx_id: r.fraud_score for r in scores.frame(spark).collect()}
+    both = [tx for tx in learned if tx in truth]
+    assert len(both) > 300
+    assert _auc([(learned[tx], truth[tx][0]) for tx in both]) > _auc([(truth[tx][1], truth[tx][0]) for tx in both])
+
+
+def test_the_scores_take_a_new_version_at_their_next_batch(spark, model, tmp_path):
+    from speedlayer.pipelines.fraud import ALERT_COLUMNS
+    from speedlayer.pipelines.fraud.learning import ModelStore, Served
+    from speedlayer.pipelines.fraud.model import fraud_pipeline, with_features
+
+    directory, _ = model
+    store = ModelStore(tmp_path / "models", directory)
+    served = Served(store, str(directory / "profiles"), ALERT_COLUMNS)
+    batch = labelled(spark, GENERATOR, 0, 300)
+    assert {r.model_version for r in served(batch.drop("is_fraud"), 0).collect()} == {"v0"}
+    history = labelled(spark, GENERATOR, 300, 3000).select("*", F.lit("DE").alias("home_country"),
+                                                            F.lit(50.0).alias("avg_amount"))
+    name = store.publish(1, fraud_pipeline(max_iter=5).fit(with_features(history)), {"labels_seen": 2700})
+    again = served(batch.drop("is_fraud"), 2).collect()
+    assert {r.model_version for r in again} == {name} and len(again) == batch.count()

@@ -42,6 +42,8 @@ class Params:
     dedup: str = "exact"
     #: the job's own options (an instance of ``Job.options``), from ``--option KEY=VALUE`` or their own flags
     options: Any = None
+    #: the run's state directory: a job keeps files of its own under it (the fraud job's learned models)
+    state_dir: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from speedlayer.core import faults
@@ -182,7 +182,8 @@ def plan_run(settings: RunSettings, job: Job | None = None, sinks: Mapping[str, 
     job = job.with_max_ahead(max_ahead_ms(settings.max_ahead, settings.watermark), override=settings.max_ahead is not None)
     trigger = parse_trigger(settings.trigger)
     check_ship(settings.ship)
-    params = _params(settings, job, trigger.stateless)
+    state_dir, temporary = _state_dir(settings)
+    params = replace(_params(settings, job, trigger.stateless), state_dir=str(state_dir))
     if job.check is not None:
         job.check(params)
     given = _sink_objects(sinks)
@@ -193,7 +194,6 @@ def plan_run(settings: RunSettings, job: Job | None = None, sinks: Mapping[str, 
     for name in list(sink_uris) + [k for k in settings.output_mode if k != "*"]:
         if name not in job.outputs:
             raise ConfigError(f"job {job.name!r} has no output {name!r}: its outputs are {', '.join(job.outputs)}")
-    state_dir, temporary = _state_dir(settings)
     notes = []
     if temporary:
         notes.append(f"no --state-dir: checkpoints go to {state_dir} and are removed at exit (a restart starts over)")

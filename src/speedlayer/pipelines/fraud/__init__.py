@@ -28,6 +28,7 @@ from speedlayer.core.tables import TableRef
 from speedlayer.decode.validate import Decoded
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
+from speedlayer.pipelines.fraud.learning import Learner, ModelStore, Served
 from speedlayer.pipelines.fraud.model import check_model, load_model, score
 from speedlayer.pipelines.fraud.schemas import CARD_LABEL, CARD_TRANSACTION
 from speedlayer.pipelines.fraud.training import FRAUD_TRAINER
@@ -37,6 +38,8 @@ from speedlayer.pipelines.tables import reference_table
 
 ALERT_COLUMNS = ("tx_id", "card_id", "time", "amount", "merchant_category", "country", "home_country", "avg_amount",
                  "fraud_score")
+#: a payment's own fields, as it is scored
+PAYMENT_COLUMNS = ("tx_id", "card_id", "time", "amount", "merchant_category", "country")
 
 
 class FraudOptions(BaseModel):
@@ -46,6 +49,10 @@ class FraudOptions(BaseModel):
     threshold: float = Field(0.5, ge=0, le=1, description="alert when the fraud probability is at least this")
     profiles: str | None = Field(None, description="card-profile table (parquet directory); default: <model>/profiles")
     label_within: str = Field("1h", description="how long after a payment its label may arrive (verdicts)")
+    learn: bool = Field(False, description="score with the newest model the run learns from the labels (model-updates); "
+                        "each score names its version")
+    refit_every: int = Field(2000, gt=0, description="labels between two refits of the learning model")
+    learn_window: int = Field(20000, gt=100, description="the newest labels a refit learns from (a fifth held out)")
 
     @field_validator("label_within")
     @classmethod
@@ -83,14 +90,42 @@ def _tables(params: Params) -> dict[str, TableRef]:
     return {"profiles": TableRef("parquet", _profiles_path(params.options or FraudOptions()))}
 
 
+def unique_transactions(events: DataFrame, params: Params) -> DataFrame:
+    """The transactions behind the watermark, each once."""
+    return drop_duplicates(with_watermark(events, params, CARD_TRANSACTION.time_field), params, FRAUD.dedup_key)
+
+
 def scored_transactions(events: DataFrame, params: Params) -> DataFrame:
     """Each (deduplicated) transaction with its card profile and ``fraud_score``."""
     options: FraudOptions = params.options or FraudOptions()
     profiles_path = _profiles_path(options)
     # pinned: the profiles the model was trained with, the same for every batch and its replay
     profiles = reference_table(events.sparkSession, profiles_path, "parquet", name=f"card-profile table {profiles_path}")
-    events = drop_duplicates(with_watermark(events, params, CARD_TRANSACTION.time_field), params, FRAUD.dedup_key)
-    return score(events.drop("ingest_time"), load_model(options.model), profiles)
+    return score(unique_transactions(events, params).drop("ingest_time"), load_model(options.model), profiles)
+
+
+def _store(params: Params) -> ModelStore:
+    return ModelStore(Path(params.state_dir or ".") / "models", Path((params.options or FraudOptions()).model))
+
+
+def _served(output: Output, params: Params) -> Output:
+    """``scores`` or ``alerts`` of a learning run: scored per micro-batch by the version current then."""
+    options: FraudOptions = params.options or FraudOptions()
+    if not options.learn:
+        return output
+    threshold = options.threshold if output.name == "alerts" else 0.0
+    return dataclasses.replace(output, per_batch=Served(_store(params), _profiles_path(options), ALERT_COLUMNS, threshold))
+
+
+def _learner(output: Output, params: Params) -> Output:
+    options: FraudOptions = params.options or FraudOptions()
+    return dataclasses.replace(output, per_batch=Learner(_store(params), options.refit_every, options.learn_window))
+
+
+def _check_learning(params: Params, mode: str) -> None:
+    if not (params.options or FraudOptions()).learn:
+        raise ConfigError("output 'model-updates' is the learning model's: run with --option learn=true (and labels, "
+                          "--labels URI)")
 
 
 def verdicts(scored: DataFrame, labels: Decoded | None, params: Params) -> DataFrame:
@@ -124,10 +159,17 @@ def fraud_pipeline(events: DataFrame, params: Params, labels: Decoded | None = N
     def scored() -> DataFrame:
         return scored_transactions(events, params)
 
+    if options.learn:  # scored per micro-batch, by the version current then (learning.Served)
+        paid = lambda: unique_transactions(events, params).select(*PAYMENT_COLUMNS)  # noqa: E731
+        scores = alerts = paid
+    else:
+        scores = lambda: scored().select(*ALERT_COLUMNS)  # noqa: E731
+        alerts = lambda: scored().where(F.col("fraud_score") >= options.threshold).select(*ALERT_COLUMNS)  # noqa: E731
     return LazyOutputs({
-        "scores": lambda: scored().select(*ALERT_COLUMNS),
-        "alerts": lambda: scored().where(F.col("fraud_score") >= options.threshold).select(*ALERT_COLUMNS),
+        "scores": scores,
+        "alerts": alerts,
         "verdicts": lambda: verdicts(scored(), labels, params),
+        "model-updates": lambda: verdicts(scored(), labels, params),
         "late": lambda: late_events(with_watermark(events, params, CARD_TRANSACTION.time_field), FRAUD, params),
     })
 
@@ -139,8 +181,13 @@ FRAUD = Job(
     pipeline=fraud_pipeline,
     outputs={
         "alerts": Output("alerts", "transactions whose fraud score is at least --option threshold, with the card profile",
-                         (APPEND, UPDATE), APPEND, True, ("tx_id",)),
-        "scores": Output("scores", "every transaction with its fraud score", (APPEND, UPDATE), APPEND, True, ("tx_id",)),
+                         (APPEND, UPDATE), APPEND, True, ("tx_id",), configure=_served),
+        "scores": Output("scores", "every transaction with its fraud score", (APPEND, UPDATE), APPEND, True, ("tx_id",),
+                         configure=_served),
+        "model-updates": Output("model-updates", "each refit of the learning model (--option learn=true): the version, "
+                                "what it learned from, its held-out ROC AUC against the one it would replace, kept or not",
+                                (APPEND,), APPEND, True, ("version", "at_batch"), check=_check_learning,
+                                configure=_learner, inputs=("labels",)),
         "verdicts": Output("verdicts", "each scored transaction with the verdict its label (--labels) brought later: "
                            "is_fraud, labelled_at", (APPEND,), APPEND, True, ("tx_id",), inputs=("labels",)),
         "label-dead-letters": Output("label-dead-letters", "labels (--labels) that failed to parse or validate, with the "

@@ -39,6 +39,11 @@ def card_features(transactions: DataFrame, profiles: DataFrame) -> DataFrame:
     >>> card_features(tx_df, spark.read.parquet("models/fraud/profiles")).columns  # doctest: +SKIP
     """
     joined = transactions.join(F.broadcast(profiles.select("card_id", "home_country", "avg_amount")), "card_id", "left")
+    return with_features(joined)
+
+
+def with_features(joined: DataFrame) -> DataFrame:
+    """Transactions that carry their card's ``home_country`` and ``avg_amount``, plus the model's input columns."""
     ratio = F.coalesce(F.col("amount") / F.col("avg_amount"), F.lit(1.0))
     return joined.select(
         "*",

@@ -1,0 +1,170 @@
+"""A fraud model that keeps learning from the verdicts, and the versions the scores are served from.
+
+With ``--option learn=true`` the run keeps its models under ``<state dir>/models``:
+
+    labelled/batch=<id>/        the verdicts of each micro-batch (transactions with their label), as training data
+    v0003-b000041/              a version: pipeline/ (Spark ML) and version.json (what it was fitted on, its held-out AUC)
+    CURRENT                     the version the scores use; none yet: the model ``speedlayer train fraud`` made
+
+``model-updates`` (one micro-batch at a time, inside ``foreachBatch``) appends its batch's verdicts,
+and once ``refit_every`` new labels have come since the current version, refits the pipeline on the
+newest ``learn_window`` labels but the newest fifth, which it holds out: the new fit replaces the
+current version only when its ROC AUC on those held-out labels is at least the current one's, and
+each attempt is a row of the output either way. A replayed batch finds the version it made and
+makes none again. ``scores`` and ``alerts`` score each micro-batch with the version current at its
+start, named in ``model_version``: a new version is taken up between micro-batches, and a restart
+goes on with the newest.
+
+>>> store = ModelStore(Path("state/fraud/models"), Path("models/fraud"))  # doctest: +SKIP
+>>> store.current()                                                         # doctest: +SKIP
+('v0', PosixPath('models/fraud/pipeline'))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from speedlayer.pipelines.fraud.model import evaluate, fraud_pipeline, score, with_features
+
+CURRENT = "CURRENT"
+#: the labels seen at the last refit tried (kept or not): the next waits for refit_every more
+LAST_REFIT = "last-refit.json"
+#: the output model-updates' rows
+UPDATE_SCHEMA = T.StructType([
+    T.StructField("version", T.StringType()), T.StructField("at_batch", T.LongType()),
+    T.StructField("trained_on", T.LongType()), T.StructField("held_out", T.LongType()),
+    T.StructField("roc_auc", T.DoubleType()), T.StructField("previous", T.StringType()),
+    T.StructField("previous_roc_auc", T.DoubleType()), T.StructField("accepted", T.BooleanType()),
+])
+_LOADED: dict[str, Any] = {}
+_PROFILES: dict[str, Any] = {}
+
+
+class ModelStore:
+    """The versions of a learning run's model, under ``root``; before the first, ``initial`` (a trained model dir)."""
+
+    def __init__(self, root: Path, initial: Path):
+        self.root, self.initial = Path(root), Path(initial).expanduser().resolve()
+
+    def current(self) -> tuple[str, Path]:
+        """(name, pipeline directory) of the version the scores use."""
+        pointer = self.root / CURRENT
+        if pointer.is_file():
+            name = pointer.read_text().strip()
+            return name, self.root / name / "pipeline"
+        return "v0", self.initial / "pipeline"
+
+    def model(self) -> tuple[str, Any]:
+        """The current version's name and fitted pipeline (loaded once per version)."""
+        from pyspark.ml import PipelineModel
+
+        name, path = self.current()
+        if str(path) not in _LOADED:
+            _LOADED[str(path)] = PipelineModel.load(str(path))
+        return name, _LOADED[str(path)]
+
+    def made_at(self, batch_id: int) -> Path | None:
+        """The version a batch made, if it made one (a replay makes none again)."""
+        return next(iter(sorted(self.root.glob(f"v*-b{batch_id:06d}"))), None)
+
+    def publish(self, batch_id: int, model: Any, record: dict[str, Any]) -> str:
+        """Save a version made at ``batch_id`` and make it the current one (the pointer replaced atomically)."""
+        number = 1 + sum(1 for _ in self.root.glob("v*-b*"))
+        name = f"v{number:04d}-b{batch_id:06d}"
+        model.write().overwrite().save(str(self.root / name / "pipeline"))
+        (self.root / name / "version.json").write_text(json.dumps({**record, "version": name}, indent=2))
+        temp = self.root / f".{CURRENT}.tmp"
+        temp.write_text(name)
+        os.replace(temp, self.root / CURRENT)
+        return name
+
+
+def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, window: int) -> DataFrame:
+    """One micro-batch of verdicts: kept as training data, and a refit when ``refit_every`` labels came since the
+    current version; the output's rows (``UPDATE_SCHEMA``), one per refit tried.
+
+    >>> learn(verdict_rows, 7, store, refit_every=2000, window=20000)  # doctest: +SKIP
+    """
+    spark = rows.sparkSession
+    if rows.isEmpty():  # no verdict came (or the schema is asked for): nothing to keep, nothing to learn
+        return spark.createDataFrame([], UPDATE_SCHEMA)
+    labelled = store.root / "labelled"
+    made = store.made_at(batch_id)
+    if made is not None:  # a replay: the version this batch made stands
+        record = json.loads((made / "version.json").read_text())
+        return spark.createDataFrame([tuple(record[f.name] for f in UPDATE_SCHEMA.fields)], UPDATE_SCHEMA)
+    kept = rows.select("tx_id", "time", "amount", "merchant_category", "country", "home_country", "avg_amount",
+                       F.col("is_fraud").cast("int").alias("is_fraud"), "labelled_at")
+    kept.write.mode("overwrite").parquet(str(labelled / f"batch={batch_id}"))
+    history = spark.read.parquet(str(labelled))
+    current, model = store.model()
+    last = store.root / LAST_REFIT
+    since = json.loads(last.read_text())["labels_seen"] if last.is_file() else 0
+    seen = history.count()
+    if seen - since < refit_every:
+        return spark.createDataFrame([], UPDATE_SCHEMA)
+    newest = history.orderBy(F.col("labelled_at").desc(), "tx_id").limit(window).cache()
+    cut = newest.orderBy(F.col("labelled_at").desc(), "tx_id").limit(max(1, window // 5)).select("tx_id")
+    held = newest.join(cut, "tx_id")
+    train = newest.join(cut, "tx_id", "left_anti")
+    fitted = fraud_pipeline(max_iter=30).fit(with_features(train))
+    auc = _auc(fitted, held)
+    before = _auc(model, held)
+    record = {"at_batch": batch_id, "trained_on": train.count(), "held_out": held.count(), "roc_auc": auc,
+              "previous": current, "previous_roc_auc": before, "accepted": auc >= before, "labels_seen": seen}
+    name = store.publish(batch_id, fitted, record) if record["accepted"] else current
+    last.write_text(json.dumps({"labels_seen": seen, "at_batch": batch_id}))
+    newest.unpersist()
+    return spark.createDataFrame([tuple({**record, "version": name}[f.name] for f in UPDATE_SCHEMA.fields)],
+                                 UPDATE_SCHEMA)
+
+
+def _auc(model: Any, held: DataFrame) -> float:
+    from pyspark.ml.functions import vector_to_array
+
+    scored = model.transform(with_features(held)).select(
+        F.round(vector_to_array("probability")[1], 6).alias("fraud_score"), "is_fraud")
+    return round(evaluate(scored, 0.5).auc, 4)
+
+
+class Served:
+    """``scores``' and ``alerts``' per-batch function when the run learns: the batch's transactions scored
+    by the version current at its start (``model_version``), those under ``threshold`` left out."""
+
+    def __init__(self, store: ModelStore, profiles_path: str, columns: tuple[str, ...], threshold: float = 0.0):
+        self.store, self.profiles_path, self.columns, self.threshold = store, profiles_path, columns, threshold
+
+    def __call__(self, rows: DataFrame, batch_id: int) -> DataFrame:
+        name, model = self.store.model()
+        scored = score(rows, model, _profiles(rows.sparkSession, self.profiles_path))
+        return scored.where(F.col("fraud_score") >= self.threshold).select(*self.columns, F.lit(name).alias("model_version"))
+
+
+class Learner:
+    """``model-updates``' per-batch function: ``learn`` with the run's store and settings."""
+
+    def __init__(self, store: ModelStore, refit_every: int, window: int):
+        self.store, self.refit_every, self.window = store, refit_every, window
+
+    def __call__(self, rows: DataFrame, batch_id: int) -> DataFrame:
+        return learn(rows, batch_id, self.store, self.refit_every, self.window)
+
+
+def _profiles(spark: Any, path: str) -> DataFrame:
+    """The card profiles in ``spark`` (each micro-batch's own session), their rows read once per path:
+    pinned, the same for every batch. Made from Python rows, not Arrow: reading an Arrow stream in a
+    streaming query's own thread overflowed its stack."""
+    from speedlayer.pipelines.tables import reference_table
+
+    if path not in _PROFILES:
+        table = reference_table(spark, path, "parquet", name=f"card-profile table {path}")
+        _PROFILES[path] = ([tuple(r) for r in table.collect()], table.schema)
+    rows, schema = _PROFILES[path]
+    return spark.createDataFrame(rows, schema)
