@@ -21,7 +21,7 @@ def test_the_command_prints_a_table_csv_json_and_answers_at_its_prompt(spark, fi
     monkeypatch.setattr("builtins.input", lambda prompt: next(typed))
     main(["sql", "--state-dir", state_dir])
     printed = capsys.readouterr()
-    assert "error: speedlayer sql only reads: DROP is refused" in printed.err
+    assert "error: speedlayer sql only reads: a statement starts with SELECT" in printed.err
     assert "windows_state_aggregation: state of query windows (aggregation)" in printed.out
     alerts = pq.ParquetDataset(committed_parquet(finished_fleet_run[1] / "alerts")).read().num_rows
     assert f"│ {alerts} " in printed.out

@@ -70,7 +70,8 @@ def test_a_running_job_answers_sql_on_loopback_with_a_token_and_read_only(run_cl
 
         refused = run_cli("sql", "--state-dir", "st", "DROP TABLE windows")
         assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
-            "error: speedlayer sql only reads: DROP is refused; ask with SELECT, WITH, SHOW, DESCRIBE or EXPLAIN"]
+            "error: speedlayer sql only reads: a statement starts with SELECT, WITH, VALUES, TABLE, FROM, SHOW, "
+            "DESCRIBE or EXPLAIN, not DROP"]
     finally:
         job.send_signal(signal.SIGINT)
         job.wait(timeout=120)

@@ -60,7 +60,7 @@ def sql_command(
                 err.print(f"error: {exc}", soft_wrap=True, markup=False)
     finally:
         if owned:
-            spark.stop()
+            _stop(spark)
 
 
 def _session(folder: Path, tables) -> tuple[Any, bool]:
@@ -86,6 +86,16 @@ def _session(folder: Path, tables) -> tuple[Any, bool]:
     return build_session("local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
                          app_name="speedlayer-sql", packages=packages, connector_conf=conf,
                          log_file=Path(tempfile.gettempdir()) / "speedlayer-sql-spark.log"), True
+
+
+def _stop(spark: Any) -> None:
+    """Stop a session this command made, waiting 10 s at most: releasing a Spark Connect session whose job
+    has just stopped retries for minutes, and nothing is lost by leaving it."""
+    import threading
+
+    closer = threading.Thread(target=spark.stop, name="speedlayer-sql-stop", daemon=True)
+    closer.start()
+    closer.join(10)
 
 
 def _statements():

@@ -33,6 +33,8 @@ from speedlayer.runtime.manifest import MANIFEST
 
 #: the first word of a statement that only reads
 READS = frozenset({"select", "with", "values", "table", "from", "show", "describe", "desc", "explain"})
+#: the statements that read, as the refusals name them
+STARTS = "SELECT, WITH, VALUES, TABLE, FROM, SHOW, DESCRIBE or EXPLAIN"
 #: words that write, drop, change the session or call into the JVM, refused anywhere in a statement
 WRITES = frozenset({
     "insert", "create", "drop", "alter", "delete", "update", "merge", "truncate", "overwrite", "set", "reset",
@@ -40,6 +42,8 @@ WRITES = frozenset({
     "execute", "declare", "reflect", "java_method", "try_reflect",
 })
 
+NOT_FOUND_HINT = (" (SHOW VIEWS lists the run's views; a memory output is there only while its job runs, "
+                  "an output written to a database is asked there)")
 #: a state operator's part of a view name, by Spark's operator name
 _STATE_PARTS = {"dedupeWithinWatermark": "dedup", "dedupe": "dedup", "stateStoreSave": "aggregation",
                 "sessionWindowStateStoreSaveExec": "sessions"}
@@ -91,28 +95,31 @@ def check_read_only(sql: str) -> str:
     >>> check_read_only("DROP TABLE windows")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    speedlayer.core.errors.ConfigError: speedlayer sql only reads: DROP is refused; ask with SELECT, WITH, SHOW, ...
+    speedlayer.core.errors.ConfigError: speedlayer sql only reads: a statement starts with SELECT, ..., not DROP
     """
     words, statements = _words_and_statements(sql)
     if statements == 0:
         raise ConfigError("no SQL given: e.g. SELECT * FROM windows LIMIT 10")
     if statements > 1:
         raise ConfigError("one statement at a time: give the queries one by one")
-    first_reads = bool(words) and words[0].lower() in READS
-    refused = (words[0] if words else sql.strip()[:20]) if not first_reads else next(
-        (w for w in words if w.lower() in WRITES), None)
+    if not words or words[0].lower() not in READS:
+        first = words[0] if words else sql.strip()[:20]
+        raise ConfigError(f"speedlayer sql only reads: a statement starts with {STARTS}, not {first}")
+    refused = next((w for w in words if w.lower() in WRITES), None)
     if refused:
-        raise ConfigError(f"speedlayer sql only reads: {refused.upper()} is refused; ask with SELECT, WITH, SHOW, "
-                          "DESCRIBE or EXPLAIN" + (" (a name that is also a keyword: write it in backquotes)"
-                                                   if first_reads else ""))
+        raise ConfigError(f"speedlayer sql only reads: {refused.upper()} is refused (a column of that name: write it "
+                          "in backquotes)")
     return sql.strip().rstrip(";").strip()
 
 
 def recorded_tables(state_dir: Path) -> dict[str, TableRef]:
     """The tables a run recorded in its manifest (outputs read back, static tables), by view name."""
     manifest = state_dir / MANIFEST
+    if not state_dir.is_dir():
+        raise ConfigError(f"{state_dir} does not exist: give the --state-dir the run was started with")
     if not manifest.is_file():
-        raise ConfigError(f"{state_dir} holds no run ({MANIFEST} missing): give the --state-dir a run used")
+        raise ConfigError(f"{state_dir} holds no run (no {MANIFEST} in it): give the --state-dir the run was started "
+                          "with")
     try:
         tables = json.loads(manifest.read_text()).get("tables") or {}
         return {name: TableRef.from_record(record) for name, record in tables.items()}
@@ -169,7 +176,8 @@ def define_views(spark: Any, state_dir: Path) -> list[View]:
         parts = _state_readers(spark, checkpoint.path)
         for part, options in parts.items():
             name = f"{query}_state" if len(parts) == 1 else f"{query}_state_{sql_name(part)}"
-            spark.read.format("statestore").options(**options).load(str(checkpoint.path)).createOrReplaceTempView(name)
+            state = spark.read.format("statestore").options(**options).load(str(checkpoint.path))
+            unique_fields(state).createOrReplaceTempView(name)
             views.append(View(name, f"state of query {checkpoint.path.name} ({part}) at its last committed batch"))
     return views
 
@@ -232,7 +240,9 @@ def query(spark: Any, sql: str, limit: int = 1000, timeout_s: float = 60.0) -> A
         if timed_out.is_set():
             raise ConfigError(f"the query ran past {timeout_s:g} s and was stopped: narrow it, or give a longer "
                               "--timeout") from None
-        raise ConfigError(f"the query failed: {spark_reason(exc)}") from None
+        reason = spark_reason(exc)
+        hint = NOT_FOUND_HINT if "TABLE_OR_VIEW_NOT_FOUND" in reason else ""
+        raise ConfigError(f"the query failed: {reason}{hint}") from None
     finally:
         timer.cancel()
         spark.removeTag(tag)
@@ -257,3 +267,24 @@ class SqlBox:
             define_views(self.spark, self.state_dir)
             answer = query(self.spark, sql, self.limit, self.timeout_s)
         return {"columns": answer.columns, "rows": answer.records(), "truncated": answer.truncated, "limit": self.limit}
+
+
+def unique_fields(df: Any) -> Any:
+    """``df`` with each struct column's repeated field names made unique (``count``, ``count_2``): an
+    aggregation's state holds one ``count`` and one ``sum`` per function, which SQL cannot tell apart."""
+    from pyspark.sql import types as T
+
+    columns = []
+    for field in df.schema.fields:
+        kind = field.dataType
+        names = [f.name for f in kind.fields] if isinstance(kind, T.StructType) else []
+        if len(set(names)) == len(names):
+            columns.append(df[field.name])
+            continue
+        seen: dict[str, int] = {}
+        renamed = []
+        for f in kind.fields:
+            seen[f.name] = seen.get(f.name, 0) + 1
+            renamed.append(T.StructField(f.name if seen[f.name] == 1 else f"{f.name}_{seen[f.name]}", f.dataType))
+        columns.append(df[field.name].cast(T.StructType(renamed)).alias(field.name))
+    return df.select(*columns)
