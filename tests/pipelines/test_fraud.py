@@ -127,6 +127,29 @@ def test_a_learning_run_refits_after_the_drift_and_ranks_the_new_fraud_better(sp
     assert ranked(learned) > 0.9 > ranked(frozen)
 
 
+def test_the_labelled_history_counts_a_replay_once_and_keeps_two_windows(spark, model, tmp_path):
+    from speedlayer.pipelines.fraud.learning import ModelStore, learn
+
+    directory, _ = model
+    store = ModelStore(tmp_path / "models", directory)
+    verdicts = labelled(spark, GENERATOR, 0, 700).select(
+        "*", F.lit("DE").alias("home_country"), F.lit(50.0).alias("avg_amount"),
+        F.col("time").alias("labelled_at"))
+    rows = verdicts.collect()
+
+    def tried(number: int) -> int:  # verdict batches of 100 transactions each
+        batch = spark.createDataFrame(rows[number * 100:(number + 1) * 100], verdicts.schema)
+        return learn(batch, number, store, refit_every=250, window=100).count()
+
+    assert [tried(0), tried(1), tried(1)] == [0, 0, 0]  # 200 labels: the replay of batch 1 is not counted again
+    assert tried(2) == 1  # the 300th label: a refit
+    for number in range(3, 6):
+        tried(number)
+    kept = spark.read.parquet(str(tmp_path / "models" / "labelled"))
+    assert kept.select("tx_id").distinct().count() == 200  # the newest two windows, the older batches deleted
+    assert {r.batch for r in kept.select("batch").distinct().collect()} == {4, 5}
+
+
 def test_the_scores_take_a_new_version_at_their_next_batch(spark, model, tmp_path):
     from speedlayer.pipelines.fraud import ALERT_COLUMNS
     from speedlayer.pipelines.fraud.learning import ModelStore, Served

@@ -67,11 +67,9 @@ def _session(folder: Path, tables) -> tuple[Any, bool]:
     """(session, whether this command owns it): a Spark Connect session of the run alive in ``folder``;
     without one, a session of its own beside one already running in this process, else a local Spark
     with what the recorded tables' readers need (Delta's package and settings)."""
-    import tempfile
-
     from pyspark.sql import SparkSession
 
-    from speedlayer.runtime.session import build_session
+    from speedlayer.runtime.session import tool_session
     from speedlayer.runtime.sql_endpoint import connect, recorded_endpoint
 
     endpoint = recorded_endpoint(folder)
@@ -83,9 +81,7 @@ def _session(folder: Path, tables) -> tuple[Any, bool]:
         return active.newSession(), False
     packages = list(dict.fromkeys(p for t in tables for p in t.packages))
     conf = {k: v for t in tables for k, v in t.conf.items()}
-    return build_session("local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
-                         app_name="speedlayer-sql", packages=packages, connector_conf=conf,
-                         log_file=Path(tempfile.gettempdir()) / "speedlayer-sql-spark.log"), True
+    return tool_session("sql", cores=2, packages=packages, connector_conf=conf), True
 
 
 def _stop(spark: Any) -> None:

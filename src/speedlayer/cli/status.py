@@ -14,7 +14,6 @@ def status_command(
 ) -> None:
     """Each query's last committed batch, offsets and watermark, read from the checkpoints (running or stopped),
     and the run's executors."""
-    import tempfile
     from pathlib import Path
 
     from speedlayer.core.sizes import human_size
@@ -24,11 +23,9 @@ def status_command(
 
     statuses = find_checkpoints(Path(state_dir))
     if operators and any(s.stateful for s in statuses):
-        from speedlayer.runtime.session import build_session, check_java
+        from speedlayer.runtime.session import tool_session
 
-        check_java()
-        spark = build_session("local[1]", {"spark.ui.enabled": "false"}, app_name="speedlayer-status",
-                              log_file=Path(tempfile.gettempdir()) / "speedlayer-status-spark.log")
+        spark = tool_session("status")
         try:
             add_operators(spark, statuses)
         finally:

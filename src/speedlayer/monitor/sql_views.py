@@ -127,12 +127,26 @@ def recorded_tables(state_dir: Path) -> dict[str, TableRef]:
         raise ConfigError(f"{manifest} is damaged: run the job again on this --state-dir to write it anew") from None
 
 
+#: per checkpoint path: (its metadata files' names and times, the readers' options)
+_READERS: dict[str, tuple[tuple, dict[str, dict[str, str]]]] = {}
+
+
 def _state_part(operator: dict[str, Any], variable: str | None) -> str:
     return variable or _STATE_PARTS.get(operator.get("operatorName", ""), f"operator{operator.get('operatorId')}")
 
 
 def _state_readers(spark: Any, checkpoint: Path) -> dict[str, dict[str, str]]:
-    """Per part of a checkpoint's state, the state data source's options that read it."""
+    """Per part of a checkpoint's state, the state data source's options that read it; read again only
+    when the operators' metadata files change (a restart with another query), not at every statement."""
+    signature = tuple(sorted((str(f), f.stat().st_mtime_ns) for f in checkpoint.glob("state/*/_metadata/**/*")
+                             if f.is_file()))
+    known = _READERS.get(str(checkpoint))
+    if known is None or known[0] != signature:
+        _READERS[str(checkpoint)] = (signature, _read_state_parts(spark, checkpoint))
+    return _READERS[str(checkpoint)][1]
+
+
+def _read_state_parts(spark: Any, checkpoint: Path) -> dict[str, dict[str, str]]:
     parts: dict[str, dict[str, str]] = {}
     for row in spark.read.format("state-metadata").load(str(checkpoint)).collect():
         operator = row.asDict()

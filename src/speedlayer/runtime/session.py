@@ -284,3 +284,16 @@ def build_session(
         raise
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def tool_session(command: str, cores: int = 1, packages: Sequence[str] = (),
+                 connector_conf: Mapping[str, str] | None = None):
+    """A short local Spark session for a command that reads a state dir: no UI, its log in the temp dir.
+
+    >>> spark = tool_session("status")  # doctest: +SKIP
+    """
+    import tempfile
+
+    return build_session(f"local[{cores}]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": str(cores)},
+                         app_name=f"speedlayer-{command}", packages=packages, connector_conf=connector_conf,
+                         log_file=Path(tempfile.gettempdir()) / f"speedlayer-{command}-spark.log")

@@ -2,7 +2,8 @@
 
 With ``--option learn=true`` the run keeps its models under ``<state dir>/models``:
 
-    labelled/batch=<id>/        the verdicts of each micro-batch (transactions with their label), as training data
+    labelled/batch=<id>/        the verdicts of each micro-batch (transactions with their label), as training data;
+                                the newest twice ``learn_window`` rows are kept, counted in labelled/_counts.json
     v0003-b000041/              a version: pipeline/ (Spark ML) and version.json (what it was fitted on, its held-out AUC)
     CURRENT                     the version the scores use; none yet: the model ``speedlayer train fraud`` made
 
@@ -24,12 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from speedlayer.pipelines.fraud.model import evaluate, fraud_pipeline, score, with_features
 
@@ -95,25 +98,25 @@ def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, w
     spark = rows.sparkSession
     if rows.isEmpty():  # no verdict came (or the schema is asked for): nothing to keep, nothing to learn
         return spark.createDataFrame([], UPDATE_SCHEMA)
-    labelled = store.root / "labelled"
     made = store.made_at(batch_id)
     if made is not None:  # a replay: the version this batch made stands
         record = json.loads((made / "version.json").read_text())
         return spark.createDataFrame([tuple(record[f.name] for f in UPDATE_SCHEMA.fields)], UPDATE_SCHEMA)
+    ledger = _Ledger(store.root / "labelled")
     kept = rows.select("tx_id", "time", "amount", "merchant_category", "country", "home_country", "avg_amount",
                        F.col("is_fraud").cast("int").alias("is_fraud"), "labelled_at")
-    kept.write.mode("overwrite").parquet(str(labelled / f"batch={batch_id}"))
-    history = spark.read.parquet(str(labelled))
-    current, model = store.model()
+    ledger.keep(batch_id, kept, window)
     last = store.root / LAST_REFIT
     since = json.loads(last.read_text())["labels_seen"] if last.is_file() else 0
-    seen = history.count()
+    seen = ledger.seen
     if seen - since < refit_every:
         return spark.createDataFrame([], UPDATE_SCHEMA)
-    newest = history.orderBy(F.col("labelled_at").desc(), "tx_id").limit(window).cache()
-    cut = newest.orderBy(F.col("labelled_at").desc(), "tx_id").limit(max(1, window // 5)).select("tx_id")
-    held = newest.join(cut, "tx_id")
-    train = newest.join(cut, "tx_id", "left_anti")
+    newest = (spark.read.parquet(str(ledger.root))
+              .withColumn("rank", F.row_number().over(Window.orderBy(F.col("labelled_at").desc(), "tx_id")))
+              .where(F.col("rank") <= window).cache())
+    held = newest.where(F.col("rank") <= max(1, window // 5))
+    train = newest.where(F.col("rank") > max(1, window // 5))
+    current, model = store.model()
     fitted = fraud_pipeline(max_iter=30).fit(with_features(train))
     auc = _auc(fitted, held)
     before = _auc(model, held)
@@ -124,6 +127,37 @@ def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, w
     newest.unpersist()
     return spark.createDataFrame([tuple({**record, "version": name}[f.name] for f in UPDATE_SCHEMA.fields)],
                                  UPDATE_SCHEMA)
+
+
+class _Ledger:
+    """The labelled store: one Parquet partition per micro-batch, and ``_counts.json`` with each kept
+    partition's rows and the labels seen in all, so that neither needs a scan of the history. A replayed
+    batch rewrites its partition and is counted once; partitions older than the newest ``2 x window`` rows
+    are deleted (a refit reads the newest ``window``, and labels come roughly in batch order)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        book = root / "_counts.json"
+        state = json.loads(book.read_text()) if book.is_file() else {"seen": 0, "batches": {}}
+        self.seen: int = state["seen"]
+        self.batches: dict[str, int] = state["batches"]
+
+    def keep(self, batch_id: int, rows: DataFrame, window: int) -> None:
+        rows.write.mode("overwrite").parquet(str(self.root / f"batch={batch_id}"))
+        if str(batch_id) not in self.batches:
+            count = rows.sparkSession.read.parquet(str(self.root / f"batch={batch_id}")).count()
+            self.batches[str(batch_id)] = count
+            self.seen += count
+        newest_first = sorted(self.batches, key=int, reverse=True)
+        total = 0
+        for batch in newest_first:
+            if total >= 2 * window:
+                shutil.rmtree(self.root / f"batch={batch}", ignore_errors=True)
+                del self.batches[batch]
+            total += self.batches.get(batch, 0)
+        temp = self.root / "._counts.json.tmp"
+        temp.write_text(json.dumps({"seen": self.seen, "batches": self.batches}))
+        os.replace(temp, self.root / "_counts.json")
 
 
 def _auc(model: Any, held: DataFrame) -> float:
