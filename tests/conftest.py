@@ -20,6 +20,18 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)  # read by spark-su
 #: ``pytest -n 2 --dist loadgroup`` one test process runs them all, one after another
 HEAVY_MODULES = frozenset({"tests/e2e/test_cluster.py", "tests/e2e/test_lost_worker.py",
                            "tests/e2e/test_your_own_job.py", "tests/e2e/test_fault_matrix.py"})
+#: modules that share a session-scoped fixture: one unit of work, so that the fixture runs once
+SHARING = {"tests/cli/test_sql.py": "finished fleet run", "tests/monitor/test_sql_views.py": "finished fleet run"}
+#: the modules that take a minute or more, the longest first: handed out right after the heavy ones, so
+#: that a worker's last units are short ones and neither waits long for the other at the end
+LONG_MODULES = ("tests/sinks/test_state_outputs_sql.py", "tests/bench/test_soak_smoke.py",
+                "tests/runtime/test_shared.py", "tests/pipelines/test_fraud.py", "tests/runtime/test_class_archive.py",
+                "tests/e2e/test_kafka_broker_restart.py", "tests/e2e/test_app_actions_kill.py",
+                "tests/e2e/test_cli_run.py", "tests/e2e/test_database_outage.py", "tests/e2e/test_sql_live.py",
+                "tests/streaming/test_state_windows_stream.py", "tests/e2e/test_secrets_sweep.py",
+                "tests/sinks/test_postgres.py", "tests/e2e/test_resume_cli.py", "tests/sinks/test_refused_rows.py",
+                "tests/runtime/test_package_lock.py", "tests/bench/test_bench_smoke.py", "tests/e2e/test_disk_full.py",
+                "tests/streaming/test_incidents_stream.py", "tests/streaming/test_matches_stream.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent under -p no:xdist
@@ -28,17 +40,36 @@ def pytest_xdist_make_scheduler(config, log):
 
     pytest-xdist groups tests by a suffix it adds to ``item._nodeid``, which pytest 9 no longer
     reads (a node's id is ``item._id``): its ``xdist_group`` marks group nothing. This scheduler
-    makes the heavy modules one unit of work and every other module a unit of its own, so a
-    module-scoped fixture (one stream run for several tests) runs once, not once per process.
+    makes the heavy modules one unit of work, the modules in ``SHARING`` one each, and every other
+    module a unit of its own, so a module-scoped fixture (one stream run for several tests) runs
+    once, not once per process. The
+    units go out longest first (the heavy unit, then ``LONG_MODULES``, then the rest as xdist orders
+    them): xdist alone hands out the modules with the most tests first, which left the long modules
+    with few tests, the heavy unit among them, for the end.
     """
     if config.getvalue("dist") != "loadgroup":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadScopeScheduling
 
+    first = ("heavy", *LONG_MODULES)
+
+    class LongestFirst(OrderedDict):
+        def popitem(self, last: bool = True):
+            if last or not self:
+                return super().popitem(last)
+            scope = min(self, key=lambda s: first.index(s) if s in first else len(first))  # ties: xdist's order
+            return scope, self.pop(scope)
+
     class HeavyTogether(LoadScopeScheduling):
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self.workqueue = LongestFirst()
+
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::")[0]
-            return "heavy" if module in HEAVY_MODULES else module
+            return "heavy" if module in HEAVY_MODULES else SHARING.get(module, module)
 
     return HeavyTogether(config, log)
 

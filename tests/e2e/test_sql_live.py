@@ -74,7 +74,12 @@ def test_a_running_job_answers_sql_on_loopback_with_a_token_and_read_only(run_cl
             "DESCRIBE or EXPLAIN, not DROP"]
     finally:
         job.send_signal(signal.SIGINT)
-        job.wait(timeout=120)
+        try:
+            job.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            for process in [*psutil.Process(job.pid).children(recursive=True), psutil.Process(job.pid)]:
+                process.kill()
+            raise AssertionError(f"the run did not stop within 120 s of Ctrl-C: {job.communicate()[1][-3000:]}") from None
     assert job.returncode == 0, job.stderr.read()[-2000:]
     assert not (tmp_path / "st" / ENDPOINT_FILE).exists()
 

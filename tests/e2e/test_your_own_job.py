@@ -11,10 +11,10 @@ that is planned and not committed, and the same command, restarted, finishes. Ev
 hold what ``tests.examples.orders`` computes in plain Python: no row missing, none twice.
 ``speedlayer status`` shows every query's last batch.
 
-The job-file twin runs once, straight through, with ``--master local[2]``: what a cluster adds (the
-Redis source and the PostgreSQL sinks on executors that only have what was shipped, a driver lost
-while they run) is the same code for both jobs and is proven by the package's run; the twin proves
-that the job file, read and planned on the driver, computes the same tables through the CLI.
+The job-file twin runs once, straight through, in the test's own session: what the CLI and a cluster
+add (the Redis source and the PostgreSQL sinks on executors that only have what was shipped, a driver
+lost while they run) is the same code for both jobs and is proven by the package's run; the twin proves
+that the job file, read and planned on the driver, computes the same tables.
 """
 
 from __future__ import annotations
@@ -72,32 +72,24 @@ def run_args(job: str, source: str, lines: list[str], postgres_url: str, state: 
             "--spark-ui", "off", "--conf", "spark.sql.shuffle.partitions=2", *more]
 
 
-@pytest.mark.parametrize("variant", ["package", "job-file"])
-def test_a_users_job_from_redis_into_postgresql_writes_what_the_oracle_says(
-        variant, cluster_env, redis_url, postgres_url, tmp_path, request):
-    """The package's job runs on the cluster, SIGKILLed mid-batch and restarted; its job-file twin runs once,
-    straight through, in local mode (the cluster is started only for the package's run)."""
+def test_a_users_package_job_on_a_cluster_killed_mid_batch_writes_what_the_oracle_says(
+        cluster, cluster_env, redis_url, postgres_url, tmp_path):
+    """The package's job on the cluster, SIGKILLed mid-batch and restarted."""
     source, lines = orders_stream(redis_url)
-    job = "orders" if variant == "package" else str(shutil.copy(JOB_FILE, tmp_path / "orders.yaml"))
-    master = request.getfixturevalue("cluster").url if variant == "package" else "local[2]"
     port, state = free_port(), tmp_path / "state"
-    args = run_args(job, source, lines, postgres_url, state, "--master", master,
+    args = run_args("orders", source, lines, postgres_url, state, "--master", cluster.url,
                     "--dashboard", "--dashboard-port", str(port))
 
     first = CliProcess(args, tmp_path, tmp_path / "first.log")
     shown = wait_for(lambda: dashboard_outputs(port), first, RUN_S, "the dashboard showing the queries")
-    if variant == "package":
-        kill = kill_mid_batch(first, state, "revenue", 1, RUN_S)
-        assert kill is not None and kill.batch >= 2, "the kill landed between batches"  # in flight: the moment claimed
-        assert kill.after["revenue"].committed < len(lines) // PER_BATCH, kill.describe()
-        final = CliProcess(args, tmp_path, tmp_path / "final.log")
-    else:
-        final = first
+    kill = kill_mid_batch(first, state, "revenue", 1, RUN_S)
+    assert kill is not None and kill.batch >= 2, "the kill landed between batches"  # in flight: the moment claimed
+    assert kill.after["revenue"].committed < len(lines) // PER_BATCH, kill.describe()
+    final = CliProcess(args, tmp_path, tmp_path / "final.log")
     assert final.wait(RUN_S) == 0, final.tail()
     output = final.output()
     assert f"stopped by --max-events {len(lines)}" in output and not our_tracebacks(output), final.tail()
-    if variant == "package":  # said before start, on a cluster
-        assert "ships" in output or "shipping" in output, output[:3000]
+    assert "ships" in output or "shipping" in output, output[:3000]  # said before start, on a cluster
     assert shown <= set(OUTPUTS) and "revenue" in shown
 
     check_tables(postgres_url, expected(lines))
@@ -105,6 +97,20 @@ def test_a_users_job_from_redis_into_postgresql_writes_what_the_oracle_says(
     assert status.wait(120) == 0, status.tail()
     for name in OUTPUTS:
         assert name in status.output(), status.tail()
+
+
+def test_its_job_file_twin_writes_the_same_tables(spark, redis_url, postgres_url, tmp_path):
+    """The job file, read and planned like the package's job, from the same Redis stream into PostgreSQL
+    (in this test's session: what the CLI and a cluster add is the package's run's to prove)."""
+    import speedlayer
+
+    source, lines = orders_stream(redis_url)
+    job_file = shutil.copy(JOB_FILE, tmp_path / "orders.yaml")
+    handle = speedlayer.run(None, source=source, sinks=dict.fromkeys(OUTPUTS, postgres_url), spark=spark,
+                            job_file=str(job_file), output_mode={"revenue": "update"}, max_events=len(lines),
+                            state_dir=str(tmp_path / "state"))
+    assert handle.wait().stopped_by == f"--max-events {len(lines)}"
+    check_tables(postgres_url, expected(lines))
 
 
 def check_tables(postgres_url: str, want: dict) -> None:
