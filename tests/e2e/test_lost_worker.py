@@ -88,8 +88,10 @@ def test_every_sink_on_a_cluster_loses_nothing_when_a_worker_dies_mid_batch(clus
             cluster.replace_worker(victim)
     output = process.output()
     assert f"stopped by --max-events {N}" in output and not our_tracebacks(output), output[-3000:]
+    # each restart says why: the lost executor, or (on a loaded machine) a Python worker that started too late
     for restart in [line for line in output.splitlines() if "restarting it from its checkpoint" in line]:
-        assert "an executor was lost while its batch was being written" in restart, restart
+        assert ("an executor was lost while its batch was being written" in restart
+                or "too busy to start a Python worker in time" in restart), restart
     assert re.search(r"shipping speedlayer and \d+ Python packages to the executors .* they run python3\.\d+", output)
     assert len(shipped_to(cluster)) >= 1, "no executor unpacked the shipped environment"
     spark_log = (state / "spark.log").read_text(errors="replace")
