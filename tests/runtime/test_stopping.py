@@ -1,6 +1,9 @@
 """What a failed query's one line says: a Python worker's error ends with the worker's own exception."""
 
-from speedlayer.runtime.stopping import first_line
+import threading
+import time
+
+from speedlayer.runtime.stopping import RUNNING_BATCH, first_line, stop_after_batch
 
 WORKER = """[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback (most recent call last):
   File "/jobs/refunds.py", line 9, in checked
@@ -40,3 +43,35 @@ def test_other_errors_keep_their_first_line():
     assert first_line(RuntimeError("\n[STREAM_FAILED] boom\n  at Spark")) == "[STREAM_FAILED] boom"
     assert first_line(RuntimeError("ends with Traceback (most recent call last):")) == \
         "ends with Traceback (most recent call last):"
+
+
+class FakeQuery:
+    """A streaming query as stop_after_batch sees it: its status, its last progress, stop()."""
+
+    def __init__(self, name: str, message: str, batch_polls: int = 0):
+        self.name, self.message, self.isActive, self.batch_id = name, message, True, 4
+        self.polls_left, self.stopped_at_batch = batch_polls, None
+
+    @property
+    def status(self) -> dict:
+        if self.message in RUNNING_BATCH and self.polls_left == 0:  # the batch commits
+            self.batch_id, self.message = self.batch_id + 1, "Waiting for next trigger"
+        self.polls_left -= 1
+        return {"message": self.message, "isTriggerActive": self.message != "Waiting for next trigger",
+                "isDataAvailable": True}
+
+    @property
+    def lastProgress(self) -> dict:
+        return {"batchId": self.batch_id}
+
+    def stop(self) -> None:
+        self.stopped_at_batch, self.isActive = self.batch_id, False
+
+
+def test_a_query_asking_its_source_for_data_stops_at_once_and_one_running_a_batch_after_it():
+    idle = FakeQuery("idle", "Getting offsets from FileStreamSource[file:/landing]")
+    busy = FakeQuery("busy", "No new data but cleaning up state", batch_polls=5)
+    started = time.monotonic()
+    assert stop_after_batch([idle, busy], immediate=False, force=threading.Event()) == {}
+    assert time.monotonic() - started < 5  # not STOP_TIMEOUT_S: an idle trigger is no batch to wait for
+    assert idle.stopped_at_batch == 4 and busy.stopped_at_batch == 5

@@ -95,9 +95,21 @@ def _causes(error: BaseException) -> str:
     return "\n".join(texts)
 
 
+#: the status messages of a micro-batch being run, with data or without (the watermark's) (MicroBatchExecution)
+RUNNING_BATCH = ("Processing new data", "No new data but cleaning up state")
+
+
+def _running_batch(query: Any) -> bool:
+    """Whether a query is running a micro-batch. A trigger that only asks its sources for data is
+    not waited for: an idle query's trigger fires again and again (every 10 ms on Spark's default
+    polling), and its batch id does not move until data comes."""
+    status = query.status
+    return bool(status.get("isTriggerActive")) and status.get("message") in RUNNING_BATCH
+
+
 def _in_flight(query: Any, immediate: bool) -> int | None:
     """The batch a query is running (-1 before its first progress), or None to stop it now."""
-    if immediate or not query.status.get("isTriggerActive"):
+    if immediate or not _running_batch(query):
         return None
     last = query.lastProgress
     return last["batchId"] if last else -1
@@ -125,7 +137,7 @@ def stop_after_batch(queries: Iterable[Any], immediate: bool, force: threading.E
         for query, in_flight in list(pending.items()):
             last = query.lastProgress
             ended = not query.isActive
-            done = (in_flight is None or ended or (last and last["batchId"] > in_flight)
+            done = (in_flight is None or ended or (last and last["batchId"] > in_flight) or not _running_batch(query)
                     or force.is_set() or time.monotonic() > deadline)
             if done:
                 if ended:
