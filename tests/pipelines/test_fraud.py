@@ -1,6 +1,7 @@
 """fraud: train in batch on generated history, refuse a missing/foreign model before start, score a stream."""
 
 import json
+from datetime import datetime, timedelta
 
 import pytest
 from pyspark.sql import functions as F
@@ -60,28 +61,73 @@ def test_the_stream_scores_like_the_batch_and_alerts_catch_fraud(spark, model, t
     assert alerts.where("fraud_score < 0.5 or home_country is null").count() == 0
 
 
-def test_verdicts_join_each_score_to_the_label_that_came_later(spark, model, tmp_path):
+def test_verdicts_join_each_score_to_the_label_that_came_later_and_bad_labels_are_dead_letters(spark, model, tmp_path):
     directory, _ = model
     # late=0: a label behind the watermark is dropped like any late event, and the oracle does not keep time
-    labels_uri = GENERATOR.replace("kind=transactions", "kind=labels") + "&label_delay=5s&rows_per_batch=1000&late=0"
-    settings = RunSettings(job="fraud", source=f"{GENERATOR}&rows_per_batch=1000", max_events=3000,
+    source = f"{GENERATOR}&rows_per_batch=1000&late=0"
+    labels_uri = (GENERATOR.replace("kind=transactions", "kind=labels")
+                  + "&label_delay=5s&rows_per_batch=1000&late=0&unknown=0.03&duplicates=0.03&malformed=0.01")
+    settings = RunSettings(job="fraud", source=source, max_events=3000, watermark="3s",
                            inputs={"labels": labels_uri}, state_dir=str(tmp_path / "state"),
                            options={"model": str(directory)},
-                           sinks={"verdicts": "memory:fraud_verdicts", "scores": "memory:fraud_verdict_scores"})
+                           sinks={"verdicts": "memory:fraud_verdicts", "scores": "memory:fraud_verdict_scores",
+                                  "label-dead-letters": "memory:fraud_label_dead_letters"})
     Run(spark, plan_run(settings)).start_and_wait()
     # the oracle: the labels' payloads, read apart from the job and parsed in Python, against the scores written
+    raw_labels = sorted(open_source(labels_uri).read_batch(spark, 3000).select("value", "offset").collect(),
+                        key=lambda r: int(r.offset))
+    labels = [(r.offset, _parsed(r.value, {"tx_id": str, "is_fraud": bool, "labelled_at": str})) for r in raw_labels]
     told = {}
-    for row in open_source(labels_uri).read_batch(spark, 3000).select("value").collect():
-        try:
-            label = json.loads(row.value)
+    for _, label in labels:
+        if label is not None:
             told.setdefault(label["tx_id"], label["is_fraud"])
-        except (ValueError, KeyError, TypeError):
-            continue  # a corrupted label: the label dead letters' business
     scored = {r.tx_id: r.fraud_score for r in spark.table("fraud_verdict_scores").collect()}
     verdicts = {r.tx_id: (r.is_fraud, r.fraud_score) for r in spark.table("fraud_verdicts").collect()}
     expected = {tx: (fraud, scored[tx]) for tx, fraud in told.items() if tx in scored}
     assert len(expected) > 1000 and verdicts == expected
     assert sum(fraud for fraud, _ in verdicts.values()) > 50  # 5% fraud: verdicts of both kinds came
+
+    # each bad label is a dead letter with its reason, and nothing else is one
+    paid = {}
+    for r in open_source(source).read_batch(spark, 3000).select("value").collect():
+        tx = _parsed(r.value, {"tx_id": str, "card_id": str, "time": str, "amount": (int, float),
+                               "merchant_category": str, "country": str})
+        if tx is not None and 0 <= tx["amount"] <= 1_000_000:
+            paid.setdefault(tx["tx_id"], []).append(_at(tx["time"]))
+    # unmatched labels are known once the watermark (3 s behind both streams' newest) has passed them
+    decided = max(_at(label["labelled_at"]) for _, label in labels if label) - timedelta(seconds=4)
+    bad, first = {}, {}
+    for offset, label in labels:
+        if label is None:
+            bad[offset] = "malformed"
+        elif label["tx_id"] in first:
+            bad[offset] = f"a second label for {label['tx_id']} (the first, offset {first[label['tx_id']]}, counts)"
+        else:
+            first[label["tx_id"]] = offset
+            at = _at(label["labelled_at"])
+            if not any(at - timedelta(hours=1) <= t <= at for t in paid.get(label["tx_id"], [])):
+                bad[offset] = f"no transaction {label['tx_id']} within 1h before the label" if at < decided else "later"
+    dead = {r.offset: r.reason for r in spark.table("fraud_label_dead_letters").collect()}
+    assert len(dead) == len(set(dead)) and set(dead) <= set(bad)
+    assert {o: r for o, r in dead.items() if bad[o] not in ("malformed", "later")} == {
+        o: r for o, r in bad.items() if r not in ("malformed", "later")}
+    assert {o for o, r in bad.items() if r == "malformed"} <= set(dead)
+    reasons = [r.split(" ")[0] for r in bad.values()]
+    assert reasons.count("a") > 30 and reasons.count("no") > 30 and reasons.count("malformed") > 10, reasons
+
+
+def _parsed(payload: str, fields: dict) -> dict | None:
+    """A payload's JSON object when it has every field with its type, else None (plain Python: the oracle's)."""
+    try:
+        record = json.loads(payload)
+    except ValueError:
+        return None
+    ok = isinstance(record, dict) and all(isinstance(record.get(f), kinds) for f, kinds in fields.items())
+    return record if ok and not isinstance(record.get("amount", 0), bool) else None
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def _auc(pairs: list[tuple[float, bool]]) -> float:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from speedlayer.core.durations import parse_duration
@@ -135,15 +135,77 @@ def verdicts(scored: DataFrame, labels: Decoded | None, params: Params) -> DataF
 
     >>> verdicts(scored, decode(raw_labels, CARD_LABEL), Params(options=FraudOptions())).columns  # doctest: +SKIP
     """
-    if labels is None:
-        raise ConfigError("output 'verdicts' joins the transactions' labels: give their source with --labels URI "
-                          "(e.g. --labels 'generator://?kind=labels')")
-    within = parse_duration((params.options or FraudOptions()).label_within)
-    told = drop_duplicates(with_watermark(labels.events, params, CARD_LABEL.time_field), params, "tx_id")
+    labels = _labels_given(labels, "verdicts")
     paid = scored.select(*ALERT_COLUMNS).withColumnRenamed("tx_id", "paid_tx")
-    joined = paid.join(told.select("tx_id", "is_fraud", "labelled_at"), F.expr(
-        f"paid_tx = tx_id AND labelled_at >= time AND labelled_at <= time + INTERVAL {within} MILLISECONDS"))
+    joined = paid.join(_first_labels(labels, params).select("tx_id", "is_fraud", "labelled_at"), _paid_before(params))
     return joined.select(*ALERT_COLUMNS, "is_fraud", "labelled_at")
+
+
+def _labels_given(labels: Decoded | None, output: str) -> Decoded:
+    if labels is None:
+        raise ConfigError(f"output {output!r} joins the transactions' labels: give their source with --labels URI "
+                          "(e.g. --labels 'generator://?kind=labels')")
+    return labels
+
+
+def _first_labels(labels: Decoded, params: Params) -> DataFrame:
+    """Each transaction's first label within the watermark (its offset kept as ``label_offset``): the one that counts."""
+    watermarked = with_watermark(labels.events, params, CARD_LABEL.time_field)
+    return drop_duplicates(watermarked.withColumn("label_offset", F.col("offset")), params, "tx_id")
+
+
+def _paid_before(params: Params) -> Column:
+    """A label (``tx_id``, ``labelled_at``) matches a payment (``paid_tx``, ``time``) at most ``label_within`` before it."""
+    within = parse_duration((params.options or FraudOptions()).label_within)
+    return F.expr(f"paid_tx = tx_id AND labelled_at >= time AND labelled_at <= time + INTERVAL {within} MILLISECONDS")
+
+
+def label_dead_letters(events: DataFrame, labels: Decoded | None, params: Params) -> DataFrame:
+    """The labels the verdicts cannot use, each with its reason (the dead-letter columns): one that failed to
+    parse or validate; a second label for a transaction (its first within the watermark counts); one that
+    names no transaction paid within ``label_within`` before it, known once the watermark passes the label
+    (a left-outer stream-stream join). A repeated label is dead-lettered as a repeat, never as unmatched too.
+
+    >>> label_dead_letters(decoded.events, decode(raw_labels, CARD_LABEL), params).columns  # doctest: +SKIP
+    ['payload', 'reason', 'ingest_time', 'key', 'offset']
+    """
+    labels = _labels_given(labels, "label-dead-letters")
+    if not labels.events.isStreaming or params.stateless:  # no watermark to know when a label found nothing
+        return labels.dead_letters
+    first = _first_labels(labels, params)
+    return (labels.dead_letters.unionByName(_as_dead_letters(_unmatched_labels(first, events, params)))
+            .unionByName(_as_dead_letters(_repeated_labels(first, labels, params))))
+
+
+def _unmatched_labels(first: DataFrame, events: DataFrame, params: Params) -> DataFrame:
+    """First labels no payment matched, with the reason, once the watermark has passed them."""
+    paid = with_watermark(events, params, CARD_TRANSACTION.time_field).select(F.col("tx_id").alias("paid_tx"), "time")
+    within = (params.options or FraudOptions()).label_within
+    return (first.join(paid, _paid_before(params), "left_outer").where(F.col("paid_tx").isNull())
+            .select("*", F.format_string(f"no transaction %s within {within} before the label", "tx_id").alias("reason")))
+
+
+def _repeated_labels(first: DataFrame, labels: Decoded, params: Params) -> DataFrame:
+    """Every label but the first of its transaction (a stream-stream join of all labels with the first ones)."""
+    every = with_watermark(labels.events, params, CARD_LABEL.time_field).select(
+        F.col("tx_id").alias("again_tx"), F.col("labelled_at").alias("again_at"), F.col("is_fraud").alias("again_fraud"),
+        F.col("ingest_time").alias("again_ingest"), F.col("offset").alias("again_offset"))
+    bound = f"INTERVAL {params.watermark_ms} MILLISECONDS"  # how long the dedup remembers a first label
+    joined = every.join(first.select("tx_id", "labelled_at", "label_offset"), F.expr(
+        f"again_tx = tx_id AND again_offset != label_offset AND again_at BETWEEN labelled_at - {bound} "
+        f"AND labelled_at + {bound}"))
+    return joined.select(
+        F.col("again_tx").alias("tx_id"), F.col("again_fraud").alias("is_fraud"), F.col("again_at").alias("labelled_at"),
+        F.col("again_ingest").alias("ingest_time"), F.col("again_offset").alias("label_offset"),
+        F.format_string("a second label for %s (the first, offset %s, counts)", "tx_id", "label_offset").alias("reason"))
+
+
+def _as_dead_letters(rows: DataFrame) -> DataFrame:
+    """Decoded labels with a ``reason`` in the dead-letter columns: the payload is the label as decoded."""
+    payload = F.to_json(F.struct("tx_id", "is_fraud", F.date_format("labelled_at", "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
+                                 .alias("labelled_at")))
+    return rows.select(payload.alias("payload"), "reason", "ingest_time", F.col("tx_id").alias("key"),
+                       F.col("label_offset").alias("offset"))
 
 
 def fraud_pipeline(events: DataFrame, params: Params, labels: Decoded | None = None) -> Mapping[str, DataFrame]:
@@ -170,6 +232,7 @@ def fraud_pipeline(events: DataFrame, params: Params, labels: Decoded | None = N
         "alerts": alerts,
         "verdicts": lambda: verdicts(scored(), labels, params),
         "model-updates": lambda: verdicts(scored(), labels, params),
+        "label-dead-letters": lambda: label_dead_letters(events, labels, params),
         "late": lambda: late_events(with_watermark(events, params, CARD_TRANSACTION.time_field), FRAUD, params),
     })
 
@@ -190,9 +253,10 @@ FRAUD = Job(
                                 configure=_learner, inputs=("labels",)),
         "verdicts": Output("verdicts", "each scored transaction with the verdict its label (--labels) brought later: "
                            "is_fraud, labelled_at", (APPEND,), APPEND, True, ("tx_id",), inputs=("labels",)),
-        "label-dead-letters": Output("label-dead-letters", "labels (--labels) that failed to parse or validate, with the "
-                                     "reason", (APPEND, UPDATE), APPEND, False, ("offset",), inputs=("labels",),
-                                     dead_letters_of="labels"),
+        "label-dead-letters": Output("label-dead-letters", "labels (--labels) the verdicts cannot use, with the reason: "
+                                     "malformed, a second label for a transaction, or naming no transaction paid "
+                                     "within --option label_within before it", (APPEND,), APPEND, True, ("offset",),
+                                     inputs=("labels",)),
         "dead-letters": DEAD_LETTERS,
         "late": dataclasses.replace(LATE, summary=(
             "transactions that arrived behind the watermark (never scored: the dedup drops them), with the "
