@@ -173,7 +173,8 @@ def test_a_learning_run_refits_after_the_drift_and_ranks_the_new_fraud_better(sp
     assert ranked(learned) > 0.9 > ranked(frozen)
 
 
-def test_the_labelled_history_counts_a_replay_once_and_keeps_two_windows(spark, model, tmp_path):
+def test_the_labelled_history_counts_a_replay_once_and_a_failed_or_worse_refit_keeps_the_version(
+        spark, model, tmp_path, caplog):
     from speedlayer.pipelines.fraud.learning import ModelStore, learn
 
     directory, _ = model
@@ -183,17 +184,34 @@ def test_the_labelled_history_counts_a_replay_once_and_keeps_two_windows(spark, 
         F.col("time").alias("labelled_at"))
     rows = verdicts.collect()
 
-    def tried(number: int) -> int:  # verdict batches of 100 transactions each
+    def tried(number: int, fit=None) -> list:  # verdict batches of 100 transactions each
         batch = spark.createDataFrame(rows[number * 100:(number + 1) * 100], verdicts.schema)
-        return learn(batch, number, store, refit_every=250, window=100).count()
+        return learn(batch, number, store, refit_every=250, window=100, fit=fit).collect()
 
-    assert [tried(0), tried(1), tried(1)] == [0, 0, 0]  # 200 labels: the replay of batch 1 is not counted again
-    assert tried(2) == 1  # the 300th label: a refit
-    for number in range(3, 6):
+    with caplog.at_level("WARNING", logger="speedlayer.pipelines"):
+        assert [tried(0), tried(1), tried(1)] == [[], [], []]  # 200 labels: the replay of batch 1 is not counted again
+        [worse] = tried(2)  # the 300th label: a refit, worse than the trained model on these 20 held-out labels
+    # a refit worse than the current version: a row not accepted, one line, the version stays
+    assert (worse.accepted, worse.version, worse.previous) == (False, "v0", "v0")
+    assert worse.roc_auc < worse.previous_roc_auc and store.current()[0] == "v0"
+    for number in range(3, 5):
         tried(number)
     kept = spark.read.parquet(str(tmp_path / "models" / "labelled"))
     assert kept.select("tx_id").distinct().count() == 200  # the newest two windows, the older batches deleted
-    assert {r.batch for r in kept.select("batch").distinct().collect()} == {4, 5}
+    assert {r.batch for r in kept.select("batch").distinct().collect()} == {3, 4}
+
+    def broken(_rows):
+        raise ValueError("the fit did not converge\n(a Spark error's second line)")
+
+    # a refit that fails: a row not accepted, one line, the version stays and the next batch goes on
+    with caplog.at_level("WARNING", logger="speedlayer.pipelines"):
+        [failed] = tried(5, broken)
+    assert (failed.accepted, failed.roc_auc, failed.version, failed.previous) == (False, None, "v0", "v0")
+    assert store.current()[0] == "v0" and tried(6) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"speedlayer: model refit at batch 2 kept v0: held-out ROC AUC {worse.roc_auc:.3f} < "
+        f"{worse.previous_roc_auc:.3f}",
+        "speedlayer: model refit at batch 5 failed (ValueError: the fit did not converge); v0 stays, the run goes on"]
 
 
 def test_the_scores_take_a_new_version_at_their_next_batch(spark, model, tmp_path):

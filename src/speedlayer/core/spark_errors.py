@@ -51,3 +51,19 @@ def spark_reason(error: BaseException) -> str:
         if line.strip():
             return line.strip().rstrip(";").strip()[:MAX_REASON]
     return type(error).__name__
+
+
+#: How Spark recognises a foreachBatch function interrupted by ``query.stop()`` (its regex
+#: ``PROXY_ERROR`` in StreamExecution). Re-raised short on purpose: matched against Spark's full
+#: error text, several kB long, that regex overflows the JVM stack and kills the query thread.
+INTERRUPTED = "py4j.protocol.Py4JJavaError: An error occurred while calling collectToPython.\n: java.lang.InterruptedException"
+_INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                  "java.nio.channels.ClosedByInterruptException")
+
+
+def interrupted(error: BaseException) -> bool:
+    """Whether a Spark job failed because its query is being stopped."""
+    from py4j.protocol import Py4JJavaError
+
+    text = str(error) if isinstance(error, Py4JJavaError) else ""
+    return any(f": {name}" in text for name in _INTERRUPTIONS)

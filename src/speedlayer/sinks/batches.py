@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field, field_validator
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError, SinkError
 from speedlayer.core.faults import reached
+from speedlayer.core.spark_errors import INTERRUPTED, interrupted
 from speedlayer.sinks.rejects import (
     PARTITION_RESULT,
     RejectStore,
@@ -283,22 +284,6 @@ def keep_refused(store: RejectStore | None, refused: list[tuple[str, str, str]],
     new = store.save(batch_id, refused)
     log.warning("speedlayer: %s: %d row%s refused by %s in batch %d (%d not seen before), kept as dead letters in "
                 "%s; first: %s", output, count, "" if count == 1 else "s", what, batch_id, new, store.folder, first)
-
-
-#: How Spark recognises a foreachBatch function interrupted by ``query.stop()`` (its regex
-#: ``PROXY_ERROR`` in StreamExecution). Re-raised short on purpose: matched against Spark's full
-#: error text, several kB long, that regex overflows the JVM stack and kills the query thread.
-INTERRUPTED = "py4j.protocol.Py4JJavaError: An error occurred while calling collectToPython.\n: java.lang.InterruptedException"
-_INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
-                  "java.nio.channels.ClosedByInterruptException")
-
-
-def interrupted(error: BaseException) -> bool:
-    """Whether a Spark job failed because its query is being stopped."""
-    from py4j.protocol import Py4JJavaError
-
-    text = str(error) if isinstance(error, Py4JJavaError) else ""
-    return any(f": {name}" in text for name in _INTERRUPTIONS)
 
 
 def sink_error_message(error: BaseException) -> str | None:

@@ -20,9 +20,9 @@ from rich.table import Table
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
+from speedlayer.core.spark_errors import INTERRUPTED, interrupted
 from speedlayer.core.uris import Uri
 from speedlayer.sinks.base import AT_LEAST_ONCE, Sink, Target, no_options
-from speedlayer.sinks.batches import INTERRUPTED, interrupted
 
 
 @dataclass(frozen=True)

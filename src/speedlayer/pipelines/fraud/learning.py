@@ -24,8 +24,10 @@ goes on with the newest.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
+from speedlayer.core.spark_errors import INTERRUPTED, interrupted, spark_reason
 from speedlayer.pipelines.fraud.model import evaluate, fraud_pipeline, score, with_features
+
+log = logging.getLogger("speedlayer.pipelines")
 
 CURRENT = "CURRENT"
 #: the labels seen at the last refit tried (kept or not): the next waits for refit_every more
@@ -89,9 +94,12 @@ class ModelStore:
         return name
 
 
-def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, window: int) -> DataFrame:
+def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, window: int,
+          fit: Callable[[DataFrame], Any] | None = None) -> DataFrame:
     """One micro-batch of verdicts: kept as training data, and a refit when ``refit_every`` labels came since the
-    current version; the output's rows (``UPDATE_SCHEMA``), one per refit tried.
+    current version; the output's rows (``UPDATE_SCHEMA``), one per refit tried. ``fit`` (default: the
+    training pipeline's) fits featured rows; a refit it fails or one worse than the current version is
+    not accepted, and says so in one line on the run's log.
 
     >>> learn(verdict_rows, 7, store, refit_every=2000, window=20000)  # doctest: +SKIP
     """
@@ -102,6 +110,7 @@ def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, w
     if made is not None:  # a replay: the version this batch made stands
         record = json.loads((made / "version.json").read_text())
         return spark.createDataFrame([tuple(record[f.name] for f in UPDATE_SCHEMA.fields)], UPDATE_SCHEMA)
+    fit = fit or fraud_pipeline(max_iter=30).fit
     ledger = _Ledger(store.root / "labelled")
     kept = rows.select("tx_id", "time", "amount", "merchant_category", "country", "home_country", "avg_amount",
                        F.col("is_fraud").cast("int").alias("is_fraud"), "labelled_at")
@@ -117,16 +126,33 @@ def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, w
     held = newest.where(F.col("rank") <= max(1, window // 5))
     train = newest.where(F.col("rank") > max(1, window // 5))
     current, model = store.model()
-    fitted = fraud_pipeline(max_iter=30).fit(with_features(train))
-    auc = _auc(fitted, held)
     before = _auc(model, held)
+    fitted, auc = _try_fit(fit, train, held, batch_id, current)
     record = {"at_batch": batch_id, "trained_on": train.count(), "held_out": held.count(), "roc_auc": auc,
-              "previous": current, "previous_roc_auc": before, "accepted": auc >= before, "labels_seen": seen}
+              "previous": current, "previous_roc_auc": before, "accepted": auc is not None and auc >= before,
+              "labels_seen": seen}
     name = store.publish(batch_id, fitted, record) if record["accepted"] else current
+    if auc is not None and not record["accepted"]:
+        log.warning("speedlayer: model refit at batch %d kept %s: held-out ROC AUC %.3f < %.3f",
+                    batch_id, current, auc, before)
     last.write_text(json.dumps({"labels_seen": seen, "at_batch": batch_id}))
     newest.unpersist()
     return spark.createDataFrame([tuple({**record, "version": name}[f.name] for f in UPDATE_SCHEMA.fields)],
                                  UPDATE_SCHEMA)
+
+
+def _try_fit(fit: Callable[[DataFrame], Any], train: DataFrame, held: DataFrame, batch_id: int,
+             current: str) -> tuple[Any, float | None]:
+    """The refit and its held-out ROC AUC; (None, None) when the fit fails, said in one line."""
+    try:
+        fitted = fit(with_features(train))
+        return fitted, _auc(fitted, held)
+    except Exception as exc:  # noqa: BLE001 — a failed refit costs that refit, never the run
+        if interrupted(exc):  # the query is stopping: the batch is replayed, its refit tried again
+            raise RuntimeError(INTERRUPTED) from None
+        log.warning("speedlayer: model refit at batch %d failed (%s: %s); %s stays, the run goes on",
+                    batch_id, type(exc).__name__, spark_reason(exc)[:200], current)
+        return None, None
 
 
 class _Ledger:
@@ -184,11 +210,11 @@ class Served:
 class Learner:
     """``model-updates``' per-batch function: ``learn`` with the run's store and settings."""
 
-    def __init__(self, store: ModelStore, refit_every: int, window: int):
-        self.store, self.refit_every, self.window = store, refit_every, window
+    def __init__(self, store: ModelStore, refit_every: int, window: int, fit: Callable[[DataFrame], Any] | None = None):
+        self.store, self.refit_every, self.window, self.fit = store, refit_every, window, fit
 
     def __call__(self, rows: DataFrame, batch_id: int) -> DataFrame:
-        return learn(rows, batch_id, self.store, self.refit_every, self.window)
+        return learn(rows, batch_id, self.store, self.refit_every, self.window, self.fit)
 
 
 def _profiles(spark: Any, path: str) -> DataFrame:
