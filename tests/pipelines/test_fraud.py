@@ -209,8 +209,8 @@ def test_the_labelled_history_counts_a_replay_once_and_a_failed_or_worse_refit_k
     assert (failed.accepted, failed.roc_auc, failed.version, failed.previous) == (False, None, "v0", "v0")
     assert store.current()[0] == "v0" and tried(6) == []
     assert [r.getMessage() for r in caplog.records] == [
-        f"speedlayer: model refit at batch 2 kept v0: held-out ROC AUC {worse.roc_auc:.3f} < "
-        f"{worse.previous_roc_auc:.3f}",
+        f"speedlayer: model refit at batch 2 kept v0: held-out ROC AUC {worse.roc_auc:.4f} < "
+        f"{worse.previous_roc_auc:.4f}",
         "speedlayer: model refit at batch 5 failed (ValueError: the fit did not converge); v0 stays, the run goes on"]
 
 

@@ -133,7 +133,7 @@ def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, w
               "labels_seen": seen}
     name = store.publish(batch_id, fitted, record) if record["accepted"] else current
     if auc is not None and not record["accepted"]:
-        log.warning("speedlayer: model refit at batch %d kept %s: held-out ROC AUC %.3f < %.3f",
+        log.warning("speedlayer: model refit at batch %d kept %s: held-out ROC AUC %.4f < %.4f",
                     batch_id, current, auc, before)
     last.write_text(json.dumps({"labels_seen": seen, "at_batch": batch_id}))
     newest.unpersist()
