@@ -138,12 +138,29 @@ def _auc(pairs: list[tuple[float, bool]]) -> float:
     return wins / (len(frauds) * len(genuine))
 
 
-def test_a_learning_run_refits_after_the_drift_and_ranks_the_new_fraud_better(spark, model, tmp_path):
+class _FailsFirst:
+    """A pipeline whose fit raises while ``failures`` is empty (noting the failure there), then fits as ``pipeline``."""
+
+    def __init__(self, pipeline, failures: list):
+        self.pipeline, self.failures = pipeline, failures
+
+    def fit(self, rows):
+        if not self.failures:
+            self.failures.append("injected")
+            raise ValueError("injected: the first refit fails")
+        return self.pipeline.fit(rows)
+
+
+def test_a_learning_run_refits_after_the_drift_and_ranks_the_new_fraud_better(spark, model, tmp_path, monkeypatch):
+    from speedlayer.pipelines.fraud import learning
     from speedlayer.pipelines.fraud.learning import ModelStore
     from speedlayer.pipelines.fraud.model import score
     from speedlayer.testing import CollectSink
 
     directory, _ = model
+    # the run's first refit raises inside its micro-batch: the query goes on and the next refit is made
+    fitting, failures = learning.fraud_pipeline, []
+    monkeypatch.setattr(learning, "fraud_pipeline", lambda max_iter=100: _FailsFirst(fitting(max_iter), failures))
     drifting = f"{GENERATOR}&rows_per_batch=1000&drift=10s&late=0"
     labels_uri = drifting.replace("kind=transactions", "kind=labels") + "&label_delay=5s"
     updates = CollectSink()
@@ -153,7 +170,8 @@ def test_a_learning_run_refits_after_the_drift_and_ranks_the_new_fraud_better(sp
                                     "learn_window": "2000"})
     Run(spark, plan_run(settings, sinks={"model-updates": updates})).start_and_wait()
 
-    tried = [r.asDict() for r in updates.frame(spark).collect()]
+    tried = sorted((r.asDict() for r in updates.frame(spark).collect()), key=lambda t: t["at_batch"])
+    assert failures and (tried[0]["accepted"], tried[0]["roc_auc"], tried[0]["version"]) == (False, None, "v0"), tried
     kept = [t for t in tried if t["accepted"]]
     assert kept and all(t["roc_auc"] >= t["previous_roc_auc"] for t in kept), tried
     assert all(t["version"] == t["previous"] for t in tried if not t["accepted"])  # a worse fit is not swapped in
