@@ -226,6 +226,10 @@ def test_the_labelled_history_counts_a_replay_once_and_a_failed_or_worse_refit_k
         [failed] = tried(5, broken)
     assert (failed.accepted, failed.roc_auc, failed.version, failed.previous) == (False, None, "v0", "v0")
     assert store.current()[0] == "v0" and tried(6) == []
+    # a window larger than the labels at hand holds out a fifth of those, not of the window
+    fresh = ModelStore(tmp_path / "fresh", directory)
+    [first] = learn(spark.createDataFrame(rows[:300], verdicts.schema), 0, fresh, refit_every=250, window=20000).collect()
+    assert (first.trained_on, first.held_out) == (240, 60), first
     assert [r.getMessage() for r in caplog.records] == [
         f"speedlayer: model refit at batch 2 kept v0: held-out ROC AUC {worse.roc_auc:.4f} < "
         f"{worse.previous_roc_auc:.4f}",

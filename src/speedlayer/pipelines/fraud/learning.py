@@ -123,8 +123,9 @@ def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, w
     newest = (spark.read.parquet(str(ledger.root))
               .withColumn("rank", F.row_number().over(Window.orderBy(F.col("labelled_at").desc(), "tx_id")))
               .where(F.col("rank") <= window).cache())
-    held = newest.where(F.col("rank") <= max(1, window // 5))
-    train = newest.where(F.col("rank") > max(1, window // 5))
+    fifth = max(1, newest.count() // 5)  # of the labels at hand: fewer than the window before it fills
+    held = newest.where(F.col("rank") <= fifth)
+    train = newest.where(F.col("rank") > fifth)
     current, model = store.model()
     before = _auc(model, held)
     fitted, auc = _try_fit(fit, train, held, batch_id, current)
