@@ -75,22 +75,3 @@ def test_a_query_asking_its_source_for_data_stops_at_once_and_one_running_a_batc
     assert stop_after_batch([idle, busy], immediate=False, force=threading.Event()) == {}
     assert time.monotonic() - started < 5  # not STOP_TIMEOUT_S: an idle trigger is no batch to wait for
     assert idle.stopped_at_batch == 4 and busy.stopped_at_batch == 5
-
-
-class RaisingStop(FakeQuery):
-    def __init__(self, name: str, error: Exception):
-        super().__init__(name, "Getting offsets from KafkaV2[Subscribe[fastcars]]")
-        self.error = error
-
-    def stop(self) -> None:
-        super().stop()
-        raise self.error
-
-
-def test_a_stop_that_interrupts_its_own_planning_is_no_failure_and_any_other_error_is():
-    planning = RaisingStop("planning", RuntimeError(
-        "[STREAM_FAILED] Query [id = 1] terminated with exception: Exception thrown in awaitResult:\n"
-        "Caused by: java.lang.InterruptedException\n\tat java.base/java.util.concurrent.locks.AbstractQueuedSynchronizer"))
-    broken = RaisingStop("broken", RuntimeError("[STREAM_FAILED] Query [id = 2] terminated with exception: disk full"))
-    errors = stop_after_batch([planning, broken], immediate=False, force=threading.Event())
-    assert list(errors) == ["broken"] and planning.stopped_at_batch == 4

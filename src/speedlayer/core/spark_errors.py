@@ -57,8 +57,7 @@ def spark_reason(error: BaseException) -> str:
 #: ``PROXY_ERROR`` in StreamExecution). Re-raised short on purpose: matched against Spark's full
 #: error text, several kB long, that regex overflows the JVM stack and kills the query thread.
 INTERRUPTED = "py4j.protocol.Py4JJavaError: An error occurred while calling collectToPython.\n: java.lang.InterruptedException"
-#: the Java exceptions a thread interrupted by a stop raises
-INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+_INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
                   "java.nio.channels.ClosedByInterruptException")
 
 
@@ -67,4 +66,4 @@ def interrupted(error: BaseException) -> bool:
     from py4j.protocol import Py4JJavaError
 
     text = str(error) if isinstance(error, Py4JJavaError) else ""
-    return any(f": {name}" in text for name in INTERRUPTIONS)
+    return any(f": {name}" in text for name in _INTERRUPTIONS)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from speedlayer.core.errors import QueryFailedError
-from speedlayer.core.spark_errors import INTERRUPTIONS
 from speedlayer.runtime.checkpoints import damaged_log, disk_full, other_state_layout
 from speedlayer.sinks.batches import sink_error_message
 
@@ -146,19 +145,10 @@ def stop_after_batch(queries: Iterable[Any], immediate: bool, force: threading.E
                 try:
                     query.stop()
                 except Exception as exc:  # noqa: BLE001 — reported by raise_if_failed_while_stopping
-                    if not _interrupted_by_stop(exc):
-                        errors[query.name] = exc
+                    errors[query.name] = exc
                 del pending[query]
         time.sleep(0.05)
     return errors
-
-
-def _interrupted_by_stop(error: BaseException) -> bool:
-    """Whether what ``stop()`` raised is its own interruption: a batch being planned when the stop came
-    (a broadcast, a listing) ends in an InterruptedException Spark wraps, and does not always take
-    for a stop. The batch is not committed; a restart runs it again."""
-    text = f"{error}\n{_causes(error)}"
-    return any(name in text for name in INTERRUPTIONS)
 
 
 def _note_failure(query: Any, errors: dict[str, BaseException]) -> None:
