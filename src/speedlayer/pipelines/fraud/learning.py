@@ -88,9 +88,7 @@ class ModelStore:
         name = f"v{number:04d}-b{batch_id:06d}"
         model.write().overwrite().save(str(self.root / name / "pipeline"))
         (self.root / name / "version.json").write_text(json.dumps({**record, "version": name}, indent=2))
-        temp = self.root / f".{CURRENT}.tmp"
-        temp.write_text(name)
-        os.replace(temp, self.root / CURRENT)
+        _replace(self.root / CURRENT, name)
         return name
 
 
@@ -123,13 +121,14 @@ def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, w
     newest = (spark.read.parquet(str(ledger.root))
               .withColumn("rank", F.row_number().over(Window.orderBy(F.col("labelled_at").desc(), "tx_id")))
               .where(F.col("rank") <= window).cache())
-    fifth = max(1, newest.count() // 5)  # of the labels at hand: fewer than the window before it fills
+    at_hand = newest.count()  # fewer than the window before it fills
+    fifth = max(1, at_hand // 5)
     held = newest.where(F.col("rank") <= fifth)
     train = newest.where(F.col("rank") > fifth)
     current, model = store.model()
     before = _auc(model, held)
     fitted, auc = _try_fit(fit, train, held, batch_id, current)
-    record = {"at_batch": batch_id, "trained_on": train.count(), "held_out": held.count(), "roc_auc": auc,
+    record = {"at_batch": batch_id, "trained_on": max(0, at_hand - fifth), "held_out": min(fifth, at_hand), "roc_auc": auc,
               "previous": current, "previous_roc_auc": before, "accepted": auc is not None and auc >= before,
               "labels_seen": seen}
     name = store.publish(batch_id, fitted, record) if record["accepted"] else current
@@ -182,9 +181,14 @@ class _Ledger:
                 shutil.rmtree(self.root / f"batch={batch}", ignore_errors=True)
                 del self.batches[batch]
             total += self.batches.get(batch, 0)
-        temp = self.root / "._counts.json.tmp"
-        temp.write_text(json.dumps({"seen": self.seen, "batches": self.batches}))
-        os.replace(temp, self.root / "_counts.json")
+        _replace(self.root / "_counts.json", json.dumps({"seen": self.seen, "batches": self.batches}))
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write ``path`` whole or not at all: a reader never sees it half written."""
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
 
 
 def _auc(model: Any, held: DataFrame) -> float:
