@@ -80,6 +80,10 @@ def test_a_failing_query_is_one_line(spark, finished_fleet_run):
     define_views(session, finished_fleet_run[0])
     with pytest.raises(ConfigError, match=r"^the query failed: \[TABLE_OR_VIEW_NOT_FOUND\][^\n]*SHOW VIEWS lists[^\n]*$"):
         query(session, "SELECT * FROM nowhere")
+    for statement in ("SELECT * FROM dead-letters", "SELECT * FROM `dead-letters`"):
+        with pytest.raises(ConfigError, match=r"^the query failed: [^\n]*named after its output with _ for -: "
+                                              r"dead_letters\)$"):
+            query(session, statement)
 
 
 def test_a_directory_without_a_run_is_one_line(tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -255,12 +256,21 @@ def query(spark: Any, sql: str, limit: int = 1000, timeout_s: float = 60.0) -> A
             raise ConfigError(f"the query ran past {timeout_s:g} s and was stopped: narrow it, or give a longer "
                               "--timeout") from None
         reason = spark_reason(exc)
-        hint = NOT_FOUND_HINT if "TABLE_OR_VIEW_NOT_FOUND" in reason else ""
-        raise ConfigError(f"the query failed: {reason}{hint}") from None
+        raise ConfigError(f"the query failed: {reason}{_hint(reason)}") from None
     finally:
         timer.cancel()
         spark.removeTag(tag)
     return Answer(columns, rows[:limit], len(rows) > limit)
+
+
+def _hint(reason: str) -> str:
+    """What to do about a name Spark did not find: an output's name with ``-`` is a view's with ``_``."""
+    if "TABLE_OR_VIEW_NOT_FOUND" not in reason and "INVALID_IDENTIFIER" not in reason:
+        return ""
+    dashed = re.search(r"(?:identifier |`)(\w+(?:-\w+)+)", reason)
+    if dashed:
+        return f" (a view is named after its output with _ for -: {dashed.group(1).replace('-', '_')})"
+    return NOT_FOUND_HINT if "TABLE_OR_VIEW_NOT_FOUND" in reason else ""
 
 
 class SqlBox:
