@@ -42,28 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
+from speedlayer.pipelines.fraud.incremental import roc_auc, sgd
+
 BENCH = Path(__file__).resolve().parent
 GENERATOR = "generator://?kind=transactions&seed=9&cards=200&fraud=0.05&start=2026-11-22T10:00:00Z&rate=100"
-
-
-def roc_auc(scores: np.ndarray, truth: np.ndarray) -> float | None:
-    """ROC AUC by ranks (ties averaged); None when the chunk has one class only."""
-    positives, negatives = int(truth.sum()), int((~truth).sum())
-    if not positives or not negatives:
-        return None
-    ranks = _ranks(scores)
-    return float((ranks[truth].sum() - positives * (positives + 1) / 2) / (positives * negatives))
-
-
-def _ranks(values: np.ndarray) -> np.ndarray:
-    """1-based ranks, ties given their average rank."""
-    order = np.argsort(values, kind="stable")
-    ordered = values[order]
-    starts = np.r_[0, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1]
-    ends = np.r_[starts[1:], len(values)]
-    ranks = np.empty(len(values))
-    ranks[order] = np.repeat((starts + ends + 1) / 2, ends - starts)
-    return ranks
 
 
 def features(frozen, transactions, profiles) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -80,9 +62,9 @@ def features(frozen, transactions, profiles) -> tuple[np.ndarray, np.ndarray, li
 
 
 def incremental(x: np.ndarray, y: np.ndarray, numbers: np.ndarray, w: np.ndarray, b: float, batch: int, lag: int,
-                passes: int, rate: float, reg: float) -> np.ndarray:
+                passes: int, rate: float) -> np.ndarray:
     """Scores of each micro-batch (``batch`` transaction numbers) by the weights as they stood before it, then
-    SGD on the labels it brought: those of the transactions ``lag`` numbers earlier (every one labelled)."""
+    ``learner=incremental``'s steps on the labels it brought: those of the transactions ``lag`` numbers earlier."""
     scores = np.empty(len(x))
 
     def at(number: int) -> int:  # the first row at or after a transaction number
@@ -91,10 +73,8 @@ def incremental(x: np.ndarray, y: np.ndarray, numbers: np.ndarray, w: np.ndarray
     for first in range(0, int(numbers.max()) + 1, batch):
         scores[at(first):at(first + batch)] = 1 / (1 + np.exp(-(x[at(first):at(first + batch)] @ w + b)))
         lo, hi = at(first - lag), at(first + batch - lag)
-        for _ in range(passes if hi > lo else 0):
-            p = 1 / (1 + np.exp(-(x[lo:hi] @ w + b)))
-            w = w - rate * (x[lo:hi].T @ (p - y[lo:hi]) / (hi - lo) + reg * w)
-            b = b - rate * float(np.mean(p - y[lo:hi]))
+        if hi > lo:
+            w, b = sgd(x[lo:hi], y[lo:hi], w, b, passes, rate)
     return scores
 
 
@@ -160,7 +140,7 @@ def chunks(ids: list[str], truth: np.ndarray, series: dict[str, np.ndarray], siz
     return table
 
 
-def plot(table: list[dict], names: list[str], drift_after: int, size: int, path: Path) -> None:
+def plot(table: list[dict], names: list[str], drift_after: float, size: int, path: Path, xlabel: str | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -173,7 +153,7 @@ def plot(table: list[dict], names: list[str], drift_after: int, size: int, path:
     ax.axvline(drift_after, color="grey", linestyle=":", linewidth=1)
     ax.text(drift_after, 0.02, " drift", color="grey", fontsize=8)
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel(f"transaction number (ROC AUC per {size:,}, against the generator's truth)")
+    ax.set_xlabel(xlabel or f"transaction number (ROC AUC per {size:,}, against the generator's truth)")
     ax.set_ylabel("ROC AUC")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
@@ -225,12 +205,12 @@ def main(argv: list[str] | None = None) -> dict:
     by_version = served_by_refits(stream, frozen, profiles, tried, work / "state" / "models", args.rows_per_batch)
     regression = frozen.stages[-1]
     numbers = np.array([int(i[2:]) for i in ids])
-    sgd = incremental(x, truth.astype(float), numbers, regression.coefficients.toArray(), regression.intercept,
-                      args.rows_per_batch, args.label_delay, args.sgd_passes, args.sgd_rate, 0.001)
+    stepped = incremental(x, truth.astype(float), numbers, regression.coefficients.toArray(), regression.intercept,
+                      args.rows_per_batch, args.label_delay, args.sgd_passes, args.sgd_rate)
     series = {
         "frozen": np.array([by_version["v0"][i] for i in ids]),
         "refits": np.array([by_version["served"][i] for i in ids]),
-        "incremental (SGD)": sgd,
+        "incremental (SGD)": stepped,
     }
     table = chunks(ids, truth, series, args.chunk)
     # the chunks after the first micro-batch of drifted labels has been learned from

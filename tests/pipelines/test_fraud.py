@@ -44,6 +44,26 @@ def test_a_missing_or_foreign_model_is_refused_before_start(tmp_path):
         plan_run(RunSettings(job="fraud", options={"model": str(tmp_path / "other")}))
     with pytest.raises(ConfigError, match="job fraud option 'threshold'"):
         plan_run(RunSettings(job="fraud", options={"model": str(tmp_path / "other"), "threshold": "2"}))
+    with pytest.raises(ConfigError, match="job fraud option 'learner'.*'refit' or 'incremental'"):
+        plan_run(RunSettings(job="fraud", options={"model": str(tmp_path / "other"), "learner": "sgd"}))
+
+
+def test_labels_given_in_part_take_the_rest_from_the_transactions(model):
+    directory, _ = model
+    settings = RunSettings(job="fraud", source=GENERATOR, options={"model": str(directory)},
+                           inputs={"labels": "generator://?kind=labels&label_delay=30s&seed=4"}, sinks={"verdicts": "console:"})
+    labels = plan_run(settings).inputs["labels"].options
+    # its own delay and seed; the transactions' rate, cards and fraud share, so that the labels tell their truth
+    assert (labels.label_delay, labels.seed, labels.rate, labels.cards, labels.fraud) == ("30s", 4, 100, 200, 0.05)
+
+
+def test_model_updates_without_learning_is_refused_in_one_line(model):
+    directory, _ = model
+    settings = RunSettings(job="fraud", source=GENERATOR, options={"model": str(directory)},
+                           sinks={"model-updates": "console:"})
+    with pytest.raises(ConfigError, match=r"^output 'model-updates' is the learning model's: run with "
+                                          r"--option learn=true$"):
+        plan_run(settings)
 
 
 def test_the_stream_scores_like_the_batch_and_alerts_catch_fraud(spark, model, tmp_path):
@@ -234,6 +254,46 @@ def test_the_labelled_history_counts_a_replay_once_and_a_failed_or_worse_refit_k
         f"speedlayer: model refit at batch 2 kept v0: held-out ROC AUC {worse.roc_auc:.4f} < "
         f"{worse.previous_roc_auc:.4f}",
         "speedlayer: model refit at batch 5 failed (ValueError: the fit did not converge); v0 stays, the run goes on"]
+
+
+def test_the_incremental_learner_steps_each_batch_and_a_replay_learns_the_same(spark, model, tmp_path):
+    from speedlayer.pipelines.fraud.incremental import WEIGHTS, IncrementalLearner
+    from speedlayer.pipelines.fraud.learning import ModelStore
+    from speedlayer.pipelines.fraud.model import score
+
+    directory, _ = model
+    drifting = f"{GENERATOR}&drift=10s"  # fraud drifts from transaction 1,000 (rate 100)
+    profiles = spark.read.parquet(str(directory / "profiles"))
+    verdicts = (labelled(spark, drifting, 1000, 3250).join(profiles.select("card_id", "home_country", "avg_amount"),
+                                                            "card_id", "left")
+                .select("*", F.col("time").alias("labelled_at")).orderBy("tx_id"))
+    rows = verdicts.collect()
+    store = ModelStore(tmp_path / "models", directory)
+    learner = IncrementalLearner(store, refit_every=500, passes=50, step=2.0)
+
+    def taught(number: int) -> list:  # verdict batches of 250 labels each
+        return learner(spark.createDataFrame(rows[number * 250:(number + 1) * 250], verdicts.schema), number).collect()
+
+    tried = [row for number in range(8) for row in taught(number)]
+    # a version is tried every 500 labels, against the served one on labels neither had learned from
+    assert [t.at_batch for t in tried] == [1, 3, 5, 7] and [t.held_out for t in tried] == [500] * 4, tried
+    assert tried[0].accepted and tried[0].previous == "v0" and tried[0].roc_auc > tried[0].previous_roc_auc, tried
+    assert all(t.accepted == (t.roc_auc >= t.previous_roc_auc) for t in tried)
+    assert all(t.version == t.previous for t in tried if not t.accepted)
+    # a replay: the version the batch made stands; a batch that made none learns the same weights again
+    versions = sorted(p.name for p in store.root.glob("v*"))
+    assert taught(1) == [tried[0]] and sorted(p.name for p in store.root.glob("v*")) == versions
+    assert taught(8) == []
+    weights = (store.root / WEIGHTS / "b000008.json").read_text()
+    assert taught(8) == [] and (store.root / WEIGHTS / "b000008.json").read_text() == weights
+    # the newest version ranks later drifted payments' fraud, against the generator's truth; the frozen model does not
+    later = labelled(spark, drifting, 3250, 5250)
+    truth = {r.tx_id: bool(r.is_fraud) for r in later.collect()}
+
+    def ranked(model_) -> float:
+        return _auc([(r.fraud_score, truth[r.tx_id]) for r in score(later.drop("is_fraud"), model_, profiles).collect()])
+
+    assert ranked(store.model()[1]) > 0.9 > ranked(ModelStore(tmp_path / "none", directory).model()[1])
 
 
 def test_the_scores_take_a_new_version_at_their_next_batch(spark, model, tmp_path):

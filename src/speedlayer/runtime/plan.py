@@ -309,7 +309,8 @@ def _input_sources(settings: RunSettings, job: Job, source: Source, trigger: Tri
     """The source of each second stream a selected output reads (``--input rides=URI``, or ``--rides URI``).
 
     Without one, the main source's ``default_input`` is read (a generator run: the same generator's
-    kind of that name, same seed and rate); a source with none is refused. A stream no selected
+    kind of that name, same seed and rate); a source with none is refused. A URI given is completed by the
+    main source (``complete_input``: a generator's fills in the options it leaves out). A stream no selected
     output reads is never opened for reading.
     """
     sources = {}
@@ -318,7 +319,7 @@ def _input_sources(settings: RunSettings, job: Job, source: Source, trigger: Tri
         readers = [q.output.name for q in queries if name in q.output.inputs]
         if uri is not None:
             try:
-                opened = open_source(uri)  # a bad URI is refused even when nothing reads it
+                opened = open_source(source.complete_input(name, uri))  # a bad URI is refused even when nothing reads it
             except ConfigError as exc:
                 raise ConfigError(f"--{name}: {exc}") from None
         if not readers:

@@ -114,6 +114,16 @@ class Source(ABC):
         """
         return None
 
+    def complete_input(self, name: str, uri: str) -> str:
+        """The URI a job's second stream ``name`` reads when the run gives ``uri`` (``--name URI``), for this
+        source as the run's main one: ``uri`` as it is, or completed where both streams must agree. A
+        generator-like source fills in what the given URI leaves out from its own, as ``default_input`` would:
+
+        >>> open_source("generator://?seed=7&rate=200").complete_input("rides", "generator://?kind=rides")  # doctest: +SKIP
+        'generator://?seed=7&rate=200&kind=rides'
+        """
+        return uri
+
     def clock(self) -> int | None:
         """The event-time origin (epoch milliseconds) this source pinned, which the run's second streams may
         keep (``follow_clock``) so that both streams' event times line up; None: it keeps no clock.

@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
-from speedlayer.core.uris import Uri, parse_options
+from speedlayer.core.uris import Uri, parse_options, parse_uri
 from speedlayer.sources.base import Source
 from speedlayer.sources.generator_kinds import kinds
 from speedlayer.sources.generator_kit import GeneratorOptions, options_of, own_options
@@ -114,12 +114,20 @@ class GeneratorSource(Source):
 
     def default_input(self, name: str) -> str | None:
         # the same generator (seed, rate, and the options both kinds take) making the stream's kind, if it makes it
+        return self._as_kind({"kind": name}) if name in kinds() else None
+
+    def complete_input(self, name: str, uri: str) -> str:
+        # a second generator stream given in part takes the rest from this one, as it would given none
+        given = parse_uri(uri, "source URI")
+        if given.scheme != "generator" or name not in kinds():
+            return uri
+        return self._as_kind({"kind": name, **given.options})
+
+    def _as_kind(self, given: dict[str, str]) -> str:
+        """This generator's URI for another kind: ``given``'s options over the ones of this URI that kind takes."""
         found = kinds()
-        if name not in found:
-            return None
-        taken = options_of(found[name]).model_fields
-        return "generator://?" + urlencode({**{k: v for k, v in self.uri.options.items() if k in taken}, "kind": name},
-                                          safe=":")
+        taken = options_of(found[given["kind"]]).model_fields if given["kind"] in found else {}
+        return "generator://?" + urlencode({**{k: v for k, v in self.uri.options.items() if k in taken}, **given}, safe=":")
 
     def clock(self) -> int | None:
         return self.start_ms

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 from pyspark.sql import Column, DataFrame
@@ -28,6 +29,7 @@ from speedlayer.core.tables import TableRef
 from speedlayer.decode.validate import Decoded
 from speedlayer.pipelines.base import DEAD_LETTERS, LATE, Job, LazyOutputs, Output, Params
 from speedlayer.pipelines.dedup import drop_duplicates
+from speedlayer.pipelines.fraud.incremental import IncrementalLearner
 from speedlayer.pipelines.fraud.learning import Learner, ModelStore, Served
 from speedlayer.pipelines.fraud.model import check_model, load_model, score
 from speedlayer.pipelines.fraud.schemas import CARD_LABEL, CARD_TRANSACTION
@@ -51,8 +53,14 @@ class FraudOptions(BaseModel):
     label_within: str = Field("1h", description="how long after a payment its label may arrive (verdicts)")
     learn: bool = Field(False, description="score with the newest model the run learns from the labels (model-updates); "
                         "each score names its version")
-    refit_every: int = Field(2000, gt=0, description="labels between two refits of the learning model")
+    refit_every: int = Field(2000, gt=0, description="labels between two new versions of the learning model (a "
+                             "refit, or the incremental learner's weights tried against the served version)")
     learn_window: int = Field(20000, gt=100, description="the newest labels a refit learns from (a fifth held out)")
+    learner: Literal["refit", "incremental"] = Field(
+        "refit", description="how the model learns: refit (the pipeline fitted again on the newest labels) or "
+        "incremental (its regression stepped by every micro-batch of labels)")
+    passes: int = Field(50, gt=0, description="gradient steps over each micro-batch's labels (learner=incremental)")
+    step: float = Field(2.0, gt=0, description="size of each gradient step (learner=incremental)")
 
     @field_validator("label_within")
     @classmethod
@@ -119,13 +127,16 @@ def _served(output: Output, params: Params) -> Output:
 
 def _learner(output: Output, params: Params) -> Output:
     options: FraudOptions = params.options or FraudOptions()
-    return dataclasses.replace(output, per_batch=Learner(_store(params), options.refit_every, options.learn_window))
+    if options.learner == "incremental":
+        learner = IncrementalLearner(_store(params), options.refit_every, options.passes, options.step)
+    else:
+        learner = Learner(_store(params), options.refit_every, options.learn_window)
+    return dataclasses.replace(output, per_batch=learner)
 
 
 def _check_learning(params: Params, mode: str) -> None:
     if not (params.options or FraudOptions()).learn:
-        raise ConfigError("output 'model-updates' is the learning model's: run with --option learn=true (and labels, "
-                          "--labels URI)")
+        raise ConfigError("output 'model-updates' is the learning model's: run with --option learn=true")
 
 
 def verdicts(scored: DataFrame, labels: Decoded | None, params: Params) -> DataFrame:

@@ -88,7 +88,7 @@ class ModelStore:
         name = f"v{number:04d}-b{batch_id:06d}"
         model.write().overwrite().save(str(self.root / name / "pipeline"))
         (self.root / name / "version.json").write_text(json.dumps({**record, "version": name}, indent=2))
-        _replace(self.root / CURRENT, name)
+        replace_file(self.root / CURRENT, name)
         return name
 
 
@@ -106,8 +106,7 @@ def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, w
         return spark.createDataFrame([], UPDATE_SCHEMA)
     made = store.made_at(batch_id)
     if made is not None:  # a replay: the version this batch made stands
-        record = json.loads((made / "version.json").read_text())
-        return spark.createDataFrame([tuple(record[f.name] for f in UPDATE_SCHEMA.fields)], UPDATE_SCHEMA)
+        return replayed(spark, made)
     fit = fit or fraud_pipeline(max_iter=30).fit
     ledger = _Ledger(store.root / "labelled")
     kept = rows.select("tx_id", "time", "amount", "merchant_category", "country", "home_country", "avg_amount",
@@ -137,8 +136,17 @@ def learn(rows: DataFrame, batch_id: int, store: ModelStore, refit_every: int, w
                     batch_id, current, auc, before)
     last.write_text(json.dumps({"labels_seen": seen, "at_batch": batch_id}))
     newest.unpersist()
-    return spark.createDataFrame([tuple({**record, "version": name}[f.name] for f in UPDATE_SCHEMA.fields)],
-                                 UPDATE_SCHEMA)
+    return update_row(spark, {**record, "version": name})
+
+
+def update_row(spark: Any, record: dict[str, Any]) -> DataFrame:
+    """``model-updates``' row of one refit tried (``UPDATE_SCHEMA``'s fields of ``record``)."""
+    return spark.createDataFrame([tuple(record[f.name] for f in UPDATE_SCHEMA.fields)], UPDATE_SCHEMA)
+
+
+def replayed(spark: Any, made: Path) -> DataFrame:
+    """The row of the version a replayed batch made the first time (it makes none again)."""
+    return update_row(spark, json.loads((made / "version.json").read_text()))
 
 
 def _try_fit(fit: Callable[[DataFrame], Any], train: DataFrame, held: DataFrame, batch_id: int,
@@ -181,10 +189,10 @@ class _Ledger:
                 shutil.rmtree(self.root / f"batch={batch}", ignore_errors=True)
                 del self.batches[batch]
             total += self.batches.get(batch, 0)
-        _replace(self.root / "_counts.json", json.dumps({"seen": self.seen, "batches": self.batches}))
+        replace_file(self.root / "_counts.json", json.dumps({"seen": self.seen, "batches": self.batches}))
 
 
-def _replace(path: Path, text: str) -> None:
+def replace_file(path: Path, text: str) -> None:
     """Write ``path`` whole or not at all: a reader never sees it half written."""
     temp = path.with_name(f".{path.name}.tmp")
     temp.write_text(text)
