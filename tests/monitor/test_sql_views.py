@@ -81,8 +81,8 @@ def test_a_failing_query_is_one_line(spark, finished_fleet_run):
     with pytest.raises(ConfigError, match=r"^the query failed: \[TABLE_OR_VIEW_NOT_FOUND\][^\n]*SHOW VIEWS lists[^\n]*$"):
         query(session, "SELECT * FROM nowhere")
     for statement in ("SELECT * FROM dead-letters", "SELECT * FROM `dead-letters`"):
-        with pytest.raises(ConfigError, match=r"^the query failed: [^\n]*named after its output with _ for -: "
-                                              r"dead_letters\)$"):
+        with pytest.raises(ConfigError, match=r"^the query failed: there is no view dead-letters: a view is named "
+                                              r"after its output with _ for -, dead_letters \(SHOW VIEWS lists[^\n]*$"):
             query(session, statement)
 
 

@@ -57,6 +57,17 @@ def test_labels_given_in_part_take_the_rest_from_the_transactions(model):
     assert (labels.label_delay, labels.seed, labels.rate, labels.cards, labels.fraud) == ("30s", 4, 100, 200, 0.05)
 
 
+def test_learning_settings_without_learning_and_a_sink_that_cannot_take_scores_are_refused(model):
+    directory, _ = model
+    with pytest.raises(ConfigError, match=r"^job fraud option 'learner': only a learning run uses it: add "
+                                          r"--option learn=true \(got 'incremental'\)$"):
+        plan_run(RunSettings(job="fraud", source=GENERATOR, options={"model": str(directory), "learner": "incremental"}))
+    learning = {"model": str(directory), "learn": "true"}
+    with pytest.raises(ConfigError, match=r"^output 'scores' is computed per micro-batch .* parquet: cannot take: "
+                                          r"write it to console:, postgresql:, mysql:, redis:, kafka:, delta:"):
+        plan_run(RunSettings(job="fraud", source=GENERATOR, options=learning, sinks={"scores": "parquet:/tmp/nowhere"}))
+
+
 def test_model_updates_without_learning_is_refused_in_one_line(model):
     directory, _ = model
     settings = RunSettings(job="fraud", source=GENERATOR, options={"model": str(directory)},
@@ -256,7 +267,7 @@ def test_the_labelled_history_counts_a_replay_once_and_a_failed_or_worse_refit_k
         "speedlayer: model refit at batch 5 failed (ValueError: the fit did not converge); v0 stays, the run goes on"]
 
 
-def test_the_incremental_learner_steps_each_batch_and_a_replay_learns_the_same(spark, model, tmp_path):
+def test_the_incremental_learner_steps_each_batch_and_a_replay_learns_the_same(spark, model, tmp_path, caplog):
     from speedlayer.pipelines.fraud.incremental import WEIGHTS, IncrementalLearner
     from speedlayer.pipelines.fraud.learning import ModelStore
     from speedlayer.pipelines.fraud.model import score
@@ -274,7 +285,12 @@ def test_the_incremental_learner_steps_each_batch_and_a_replay_learns_the_same(s
     def taught(number: int) -> list:  # verdict batches of 250 labels each
         return learner(spark.createDataFrame(rows[number * 250:(number + 1) * 250], verdicts.schema), number).collect()
 
-    tried = [row for number in range(8) for row in taught(number)]
+    with caplog.at_level("WARNING", logger="speedlayer.pipelines"):
+        tried = [row for number in range(8) for row in taught(number)]
+    # a version not swapped in says so in one line
+    assert [r.getMessage() for r in caplog.records] == [
+        f"speedlayer: model update at batch {t.at_batch} kept {t.previous}: ROC AUC {t.roc_auc:.4f} < "
+        f"{t.previous_roc_auc:.4f} over the 500 labels since the last version" for t in tried if not t.accepted]
     # a version is tried every 500 labels, against the served one on labels neither had learned from
     assert [t.at_batch for t in tried] == [1, 3, 5, 7] and [t.held_out for t in tried] == [500] * 4, tried
     assert tried[0].accepted and tried[0].previous == "v0" and tried[0].roc_auc > tried[0].previous_roc_auc, tried

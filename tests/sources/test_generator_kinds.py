@@ -101,3 +101,6 @@ def test_an_unknown_kind_names_the_registered_ones(orders_kind):
                                           r"rides, labels, orders, refunds, wrong") as err:
         open_source("generator://?kind=bikes")
     assert "\n" not in str(err.value)
+    # a misspelt kind is named as such, not the options only the meant kind takes
+    with pytest.raises(ConfigError, match=r"option 'kind': unknown kind 'label': choose one of"):
+        open_source("generator://?kind=label&label_delay=20s")

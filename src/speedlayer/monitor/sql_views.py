@@ -43,8 +43,8 @@ WRITES = frozenset({
     "execute", "declare", "reflect", "java_method", "try_reflect",
 })
 
-NOT_FOUND_HINT = (" (SHOW VIEWS lists the run's views; a memory output is there only while its job runs, "
-                  "an output written to a database is asked there)")
+NOT_FOUND_HINT = (" (SHOW VIEWS lists the run's views: the outputs written to parquet: or delta:, a memory output "
+                  "while its job runs; an output written to a database is asked there)")
 #: a state operator's part of a view name, by Spark's operator name
 _STATE_PARTS = {"dedupeWithinWatermark": "dedup", "dedupe": "dedup", "stateStoreSave": "aggregation",
                 "sessionWindowStateStoreSaveExec": "sessions"}
@@ -255,22 +255,22 @@ def query(spark: Any, sql: str, limit: int = 1000, timeout_s: float = 60.0) -> A
         if timed_out.is_set():
             raise ConfigError(f"the query ran past {timeout_s:g} s and was stopped: narrow it, or give a longer "
                               "--timeout") from None
-        reason = spark_reason(exc)
-        raise ConfigError(f"the query failed: {reason}{_hint(reason)}") from None
+        raise ConfigError(_failure(spark_reason(exc))) from None
     finally:
         timer.cancel()
         spark.removeTag(tag)
     return Answer(columns, rows[:limit], len(rows) > limit)
 
 
-def _hint(reason: str) -> str:
-    """What to do about a name Spark did not find: an output's name with ``-`` is a view's with ``_``."""
-    if "TABLE_OR_VIEW_NOT_FOUND" not in reason and "INVALID_IDENTIFIER" not in reason:
-        return ""
-    dashed = re.search(r"(?:identifier |`)(\w+(?:-\w+)+)", reason)
-    if dashed:
-        return f" (a view is named after its output with _ for -: {dashed.group(1).replace('-', '_')})"
-    return NOT_FOUND_HINT if "TABLE_OR_VIEW_NOT_FOUND" in reason else ""
+def _failure(reason: str) -> str:
+    """The one line for a statement Spark refused; a name with ``-`` (an output's, not a view's) gets the view's."""
+    if "TABLE_OR_VIEW_NOT_FOUND" in reason or "INVALID_IDENTIFIER" in reason:
+        dashed = re.search(r"(?:identifier |`)(\w+(?:-\w+)+)", reason)
+        if dashed:  # Spark's own advice, to back-quote it, finds no view either
+            name = dashed.group(1)
+            return (f"the query failed: there is no view {name}: a view is named after its output with _ for -, "
+                    f"{name.replace('-', '_')}{NOT_FOUND_HINT}")
+    return f"the query failed: {reason}{NOT_FOUND_HINT if 'TABLE_OR_VIEW_NOT_FOUND' in reason else ''}"
 
 
 class SqlBox:

@@ -30,7 +30,7 @@ from speedlayer.runtime.settings import RunSettings, max_ahead_ms
 from speedlayer.runtime.shared import main_readers, share_queries
 from speedlayer.runtime.shipping import check_ship
 from speedlayer.runtime.triggers import Trigger, parse_trigger
-from speedlayer.sinks import open_sink
+from speedlayer.sinks import open_sink, sinks
 from speedlayer.sinks.base import Sink
 from speedlayer.sources import open_source
 from speedlayer.sources.base import Source
@@ -301,7 +301,14 @@ def _check_output_fits(job: Job, output: Output, sink: Sink, trigger: Trigger) -
                           "such as processing:1s")
     if output.per_batch is not None and not sink.writes_batches:
         raise ConfigError(f"output {name!r} is computed per micro-batch (foreachBatch), which sink {sink.scheme}: "
-                          "cannot take: write it to console:, postgresql:, mysql: or redis:")
+                          f"cannot take: write it to {_batch_sinks()}")
+
+
+def _batch_sinks() -> str:
+    """The sinks that take an output computed per micro-batch, one scheme per sink: 'console:, ... or delta:'."""
+    taking = list(dict.fromkeys(cls for cls in sinks().values() if cls.writes_batches))
+    schemes = [next(f"{scheme}:" for scheme, c in sinks().items() if c is cls) for cls in taking]
+    return ", ".join(schemes[:-1]) + f" or {schemes[-1]}" if len(schemes) > 1 else schemes[0]
 
 
 def _input_sources(settings: RunSettings, job: Job, source: Source, trigger: Trigger, queries: list[QueryPlan],

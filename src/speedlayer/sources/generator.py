@@ -54,8 +54,9 @@ def parse_generator_options(options: dict[str, Any]) -> GeneratorOptions:
     """
     kind = options.get("kind", GeneratorOptions.model_fields["kind"].default)
     found = kinds()
-    model = options_of(found[kind]) if kind in found else GeneratorOptions  # an unknown kind: refused as an option
-    return parse_options(model, options, f"generator:// (kind={kind})")
+    if kind not in found:  # refused as an option, before the options only its kind would take
+        return parse_options(GeneratorOptions, {"kind": kind}, f"generator:// (kind={kind})")
+    return parse_options(options_of(found[kind]), options, f"generator:// (kind={kind})")
 
 
 def generate(seq: DataFrame, opts: GeneratorOptions, start_ms: int) -> DataFrame:

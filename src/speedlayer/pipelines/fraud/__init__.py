@@ -16,9 +16,9 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -61,6 +61,13 @@ class FraudOptions(BaseModel):
         "incremental (its regression stepped by every micro-batch of labels)")
     passes: int = Field(50, gt=0, description="gradient steps over each micro-batch's labels (learner=incremental)")
     step: float = Field(2.0, gt=0, description="size of each gradient step (learner=incremental)")
+
+    @field_validator("refit_every", "learn_window", "learner", "passes", "step")
+    @classmethod
+    def _only_when_learning(cls, value: Any, info: ValidationInfo) -> Any:
+        if not info.data.get("learn"):  # a setting given for learning, in a run that does not learn, is a mistake
+            raise ValueError("only a learning run uses it: add --option learn=true")
+        return value
 
     @field_validator("label_within")
     @classmethod

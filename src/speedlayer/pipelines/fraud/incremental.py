@@ -16,6 +16,7 @@ replayed batch starts from its predecessor's and learns the same.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from pyspark.sql import functions as F
 from speedlayer.pipelines.fraud.learning import UPDATE_SCHEMA, ModelStore, replace_file, replayed, update_row
 from speedlayer.pipelines.fraud.model import with_features
 
+log = logging.getLogger("speedlayer.pipelines")
 #: the learner's weights and pending test scores after each micro-batch, under the model store
 WEIGHTS = "incremental"
 #: L2 penalty of each step, as the trained regression's regParam
@@ -116,6 +118,9 @@ class IncrementalLearner:
                   "previous_roc_auc": before, "accepted": auc >= before, "labels_seen": seen, "version": current}
         if record["accepted"]:
             record["version"] = self.store.publish(batch_id, _with_weights(model, w, b), record)
+        else:
+            log.warning("speedlayer: model update at batch %d kept %s: ROC AUC %.4f < %.4f over the %d labels since "
+                        "the last version", batch_id, current, auc, before, len(truth))
         return record
 
     def _state_before(self, batch_id: int, model: Any) -> dict[str, Any]:
