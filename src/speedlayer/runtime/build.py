@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from speedlayer.core.spark_errors import INTERRUPTED, interrupted
 from speedlayer.decode.observation import OBSERVATION, latency_sample
 from speedlayer.decode.validate import decode
 from speedlayer.runtime.plan import RunPlan
@@ -79,7 +80,18 @@ def writing_per_batch(write: Callable[[Any, int], None], per_batch: Callable[[An
     >>> writing_per_batch(lambda rows, batch_id: print(rows, batch_id), lambda b, i: b * 2)(21, 0)
     42 0
     """
-    return lambda batch, batch_id: write(per_batch(batch, batch_id), batch_id)
+    def each_batch(batch: Any, batch_id: int) -> None:
+        try:
+            rows = per_batch(batch, batch_id)
+        except Exception as exc:
+            # a Spark job the step ran was cut by the query's stop: said in the words Spark takes for a stop
+            # (a failure otherwise, when the job's error wraps the interruption, as a broadcast's does)
+            if interrupted(exc):
+                raise RuntimeError(INTERRUPTED) from None
+            raise
+        write(rows, batch_id)
+
+    return each_batch
 
 
 class PerBatchWriter:
