@@ -82,11 +82,12 @@ def served_and_frozen(work: Path, uri: str, model_dir: Path) -> tuple[list, dict
     spark = tool_session("bench-fraud-live", cores=2, packages=[delta_package()], connector_conf=delta_conf())
     served = spark.read.format("delta").load(str(work / "scores")).select("tx_id", "fraud_score", "model_version")
     rows = served.collect()
-    numbers = [int(r.tx_id[2:]) for r in rows]
-    payments = labelled(spark, uri, 0, max(numbers) + 1).drop("is_fraud")
-    frozen = score(payments, PipelineModel.load(str(model_dir / "pipeline")), spark.read.parquet(str(model_dir / "profiles")))
-    by_frozen = {r.tx_id: r.fraud_score for r in frozen.select("tx_id", "fraud_score").collect()}
-    truth = {r.tx_id: bool(r.is_fraud) for r in labelled(spark, uri, 0, max(numbers) + 1).select("tx_id", "is_fraud").collect()}
+    payments = labelled(spark, uri, 0, max(int(r.tx_id[2:]) for r in rows) + 1)
+    frozen = score(payments.drop("is_fraud"), PipelineModel.load(str(model_dir / "pipeline")),
+                   spark.read.parquet(str(model_dir / "profiles"))).join(payments.select("tx_id", "is_fraud"), "tx_id")
+    found = frozen.select("tx_id", "fraud_score", "is_fraud").collect()  # one pass: the frozen score and the truth
+    by_frozen = {r.tx_id: r.fraud_score for r in found}
+    truth = {r.tx_id: bool(r.is_fraud) for r in found}
     spark.stop()
     # a re-send of a re-sent row carries an id no new payment had: no truth, left out (counted in the results)
     return ([(r.tx_id, r.fraud_score, r.model_version, truth[r.tx_id]) for r in rows if r.tx_id in truth], by_frozen,

@@ -67,3 +67,14 @@ def interrupted(error: BaseException) -> bool:
 
     text = str(error) if isinstance(error, Py4JJavaError) else ""
     return any(f": {name}" in text for name in _INTERRUPTIONS)
+
+
+def raise_if_interrupted(error: BaseException) -> None:
+    """Inside a ``foreachBatch`` function: a Spark job cut by its query's stop re-raised in the words Spark
+    takes for a stop (``INTERRUPTED``), also when the job's error wraps the interruption (as a broadcast's
+    wait does); any other error is left to the caller.
+
+    >>> raise_if_interrupted(ValueError("the model did not converge"))
+    """
+    if interrupted(error):
+        raise RuntimeError(INTERRUPTED) from None

@@ -269,7 +269,7 @@ def _failure(reason: str) -> str:
         if dashed:  # Spark's own advice, to back-quote it, finds no view either
             name = dashed.group(1)
             return (f"the query failed: there is no view {name}: a view is named after its output with _ for -, "
-                    f"{name.replace('-', '_')}{NOT_FOUND_HINT}")
+                    f"{sql_name(name)}{NOT_FOUND_HINT}")
     return f"the query failed: {reason}{NOT_FOUND_HINT if 'TABLE_OR_VIEW_NOT_FOUND' in reason else ''}"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from speedlayer.core.spark_errors import INTERRUPTED, interrupted
+from speedlayer.core.spark_errors import raise_if_interrupted
 from speedlayer.decode.observation import OBSERVATION, latency_sample
 from speedlayer.decode.validate import decode
 from speedlayer.runtime.plan import RunPlan
@@ -84,10 +84,7 @@ def writing_per_batch(write: Callable[[Any, int], None], per_batch: Callable[[An
         try:
             rows = per_batch(batch, batch_id)
         except Exception as exc:
-            # a Spark job the step ran was cut by the query's stop: said in the words Spark takes for a stop
-            # (a failure otherwise, when the job's error wraps the interruption, as a broadcast's does)
-            if interrupted(exc):
-                raise RuntimeError(INTERRUPTED) from None
+            raise_if_interrupted(exc)  # a Spark job the step ran, cut by the query's stop
             raise
         write(rows, batch_id)
 

@@ -306,9 +306,12 @@ def _check_output_fits(job: Job, output: Output, sink: Sink, trigger: Trigger) -
 
 def _batch_sinks() -> str:
     """The sinks that take an output computed per micro-batch, one scheme per sink: 'console:, ... or delta:'."""
-    taking = list(dict.fromkeys(cls for cls in sinks().values() if cls.writes_batches))
-    schemes = [next(f"{scheme}:" for scheme, c in sinks().items() if c is cls) for cls in taking]
-    return ", ".join(schemes[:-1]) + f" or {schemes[-1]}" if len(schemes) > 1 else schemes[0]
+    first: dict[type, str] = {}
+    for scheme, cls in sinks().items():
+        if cls.writes_batches:
+            first.setdefault(cls, f"{scheme}:")  # an alias (postgres:, mariadb:) is the same sink
+    *others, last = first.values()
+    return f"{', '.join(others)} or {last}" if others else last
 
 
 def _input_sources(settings: RunSettings, job: Job, source: Source, trigger: Trigger, queries: list[QueryPlan],

@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field, field_validator
 from speedlayer.core.durations import parse_duration
 from speedlayer.core.errors import ConfigError, SinkError
 from speedlayer.core.faults import reached
-from speedlayer.core.spark_errors import INTERRUPTED, interrupted
+from speedlayer.core.spark_errors import raise_if_interrupted
 from speedlayer.sinks.rejects import (
     PARTITION_RESULT,
     RejectStore,
@@ -257,8 +257,7 @@ class BatchFunction:
         try:
             results = self.prepare(batch_df).mapInArrow(job, PARTITION_RESULT).collect()
         except Exception as exc:
-            if interrupted(exc):
-                raise RuntimeError(INTERRUPTED) from None
+            raise_if_interrupted(exc)
             message = sink_error_message(exc)
             if message is None:
                 raise

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.modes import APPEND, COMPLETE, UPDATE
-from speedlayer.core.spark_errors import INTERRUPTED, interrupted
+from speedlayer.core.spark_errors import raise_if_interrupted
 from speedlayer.core.uris import Uri
 from speedlayer.sinks.base import AT_LEAST_ONCE, Sink, Target, no_options
 
@@ -102,8 +102,7 @@ def newest_rows(batch: DataFrame, batch_id: int, job: str, output: str, rows: in
     try:
         found = counted.limit(rows).collect()
     except Exception as exc:
-        if interrupted(exc):
-            raise RuntimeError(INTERRUPTED) from None
+        raise_if_interrupted(exc)
         raise
     total = found[0]["__total"] if found else 0
     columns = batch.columns

@@ -32,6 +32,8 @@ log = logging.getLogger("speedlayer.pipelines")
 WEIGHTS = "incremental"
 #: L2 penalty of each step, as the trained regression's regParam
 PENALTY = 0.001
+#: the test scores and labels of the labels since the last version, when there are none
+_NOTHING_PENDING = {"running": [], "served": [], "truth": []}
 
 
 def roc_auc(scores: np.ndarray, truth: np.ndarray) -> float | None:
@@ -92,16 +94,12 @@ class IncrementalLearner:
                    "truth": state["truth"] + y.tolist()}
         w, b = sgd(x, y, w, b, self.passes, self.step)
         seen = state["seen"] + len(y)
-        record = None
-        if seen - state["since"] >= self.refit_every:
-            record = self._tried(batch_id, current, model, w, b, pending, seen)
-        if record is not None:
-            pending, since = {"running": [], "served": [], "truth": []}, seen
-        else:
-            since = state["since"]
-        self._keep(batch_id, {"w": w.tolist(), "b": b, "seen": seen, "since": since, **pending})
+        due = seen - state["since"] >= self.refit_every
+        record = self._tried(batch_id, current, model, w, b, pending, seen) if due else None
         if record is None:
+            self._keep(batch_id, {"w": w.tolist(), "b": b, "seen": seen, "since": state["since"], **pending})
             return spark.createDataFrame([], UPDATE_SCHEMA)
+        self._keep(batch_id, {"w": w.tolist(), "b": b, "seen": seen, "since": seen, **_NOTHING_PENDING})
         return update_row(spark, record)
 
     def _tried(self, batch_id: int, current: str, model: Any, w: np.ndarray, b: float, pending: dict,
@@ -126,29 +124,34 @@ class IncrementalLearner:
     def _state_before(self, batch_id: int, model: Any) -> dict[str, Any]:
         """The weights and pending test scores after the newest batch before ``batch_id``; the served model's
         regression and nothing pending before the first."""
-        kept = sorted(self._root().glob("b*.json"), key=lambda p: int(p.stem[1:]))
-        before = [p for p in kept if int(p.stem[1:]) < batch_id]
+        before = self._kept_before(batch_id)
         if before:
             return json.loads(before[-1].read_text())
         regression = model.stages[-1]
         return {"w": regression.coefficients.toArray().tolist(), "b": float(regression.intercept), "seen": 0, "since": 0,
-                "running": [], "served": [], "truth": []}
+                **_NOTHING_PENDING}
 
     def _keep(self, batch_id: int, state: dict[str, Any]) -> None:
         """Keep the state after ``batch_id``, and the one before it (a replay of this batch starts there)."""
         root = self._root()
         root.mkdir(parents=True, exist_ok=True)
         replace_file(root / f"b{batch_id:06d}.json", json.dumps(state))
-        kept = sorted(root.glob("b*.json"), key=lambda p: int(p.stem[1:]))
-        for old in [p for p in kept if int(p.stem[1:]) < batch_id][:-1]:
+        for old in self._kept_before(batch_id)[:-1]:
             old.unlink(missing_ok=True)
+
+    def _kept_before(self, batch_id: int) -> list[Path]:
+        """The kept states of the batches before ``batch_id``, oldest first."""
+        kept = [p for p in self._root().glob("b*.json") if int(p.stem[1:]) < batch_id]
+        return sorted(kept, key=lambda p: int(p.stem[1:]))
 
     def _root(self) -> Path:
         return self.store.root / WEIGHTS
 
 
 def _tested(model: Any, rows: DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The batch's feature vectors, labels and the served model's scores, in ``tx_id`` order (a replay's order)."""
+    """The batch's feature vectors, labels and the served model's scores, in ``tx_id`` order (a replay's order).
+    Collected as rows, not Arrow: an Arrow stream read in a streaming query's own thread overflowed its stack
+    (see ``learning._profiles``); a micro-batch's labels are few."""
     from pyspark.ml.functions import vector_to_array
 
     scored = model.transform(with_features(rows)).select(

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
-from speedlayer.core.spark_errors import INTERRUPTED, interrupted, spark_reason
+from speedlayer.core.spark_errors import raise_if_interrupted, spark_reason
 from speedlayer.pipelines.fraud.model import evaluate, fraud_pipeline, score, with_features
 
 log = logging.getLogger("speedlayer.pipelines")
@@ -156,8 +156,7 @@ def _try_fit(fit: Callable[[DataFrame], Any], train: DataFrame, held: DataFrame,
         fitted = fit(with_features(train))
         return fitted, _auc(fitted, held)
     except Exception as exc:  # noqa: BLE001 — a failed refit costs that refit, never the run
-        if interrupted(exc):  # the query is stopping: the batch is replayed, its refit tried again
-            raise RuntimeError(INTERRUPTED) from None
+        raise_if_interrupted(exc)  # the query is stopping: the batch is replayed, its refit tried again
         log.warning("speedlayer: model refit at batch %d failed (%s: %s); %s stays, the run goes on",
                     batch_id, type(exc).__name__, spark_reason(exc)[:200], current)
         return None, None
