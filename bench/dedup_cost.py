@@ -90,7 +90,7 @@ def child(mode: str, events: int, rows_per_batch: int) -> None:
         app()
 
 
-def _tree_cpu_s(proc: psutil.Process, seen: dict[int, float]) -> None:
+def tree_cpu_s(proc: psutil.Process, seen: dict[int, float]) -> None:
     """Record the CPU seconds (user + system, with reaped children) of ``proc`` and its descendants."""
     try:
         procs = [proc, *proc.children(recursive=True)]
@@ -116,7 +116,7 @@ def run_one(mode: str, args: argparse.Namespace) -> dict:
                                  text=True, env={"PYTHONPATH": str(ROOT / "src"), **_env()})
         proc = psutil.Process(child.pid)
         while child.poll() is None:
-            _tree_cpu_s(proc, cpu)
+            tree_cpu_s(proc, cpu)
             time.sleep(0.2)
         wall = time.monotonic() - started
         if child.returncode != 0:

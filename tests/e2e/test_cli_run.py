@@ -1,6 +1,7 @@
 """The CLI end to end in a fresh process: a bounded run whose files equal a batch recomputation."""
 
 import json
+import os
 
 from pyspark.testing import assertDataFrameEqual
 
@@ -8,8 +9,19 @@ from speedlayer.runtime.settings import RunSettings
 from tests.helpers import batch_output, closed_windows
 
 
-def test_bounded_run_writes_what_the_batch_function_computes(spark, run_cli, tmp_path):
+def readlink_spy(tmp_path, monkeypatch):
+    """A ``readlink`` first on the PATH of the processes the test starts: it logs its arguments, then runs the real one."""
+    spy, log = tmp_path / "spy", tmp_path / "readlink.log"
+    spy.mkdir()
+    (spy / "readlink").write_text(f'#!/bin/sh\necho "$@" >> "{log}"\nPATH="{os.environ["PATH"]}" exec readlink "$@"\n')
+    (spy / "readlink").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{spy}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def test_bounded_run_writes_what_the_batch_function_computes(spark, run_cli, tmp_path, monkeypatch):
     source = "generator://?late=0&seed=7&rate=500&rows_per_batch=5000"
+    readlinks = readlink_spy(tmp_path, monkeypatch)
     result = run_cli("run", "fleet", "--source", source, "--max-events", "10000", "--state-dir", "st", "--no-live",
                      "--sink", "windows=parquet:out/windows", "--sink", "alerts=parquet:out/alerts",
                      "--sink", "dead-letters=parquet:out/dead-letters")
@@ -18,6 +30,9 @@ def test_bounded_run_writes_what_the_batch_function_computes(spark, run_cli, tmp
     assert "stopped by --max-events 10000" in result.stdout
 
     state = tmp_path / "st"
+    # a checkpoint's writes start no process (Hadoop's FileContext runs `readlink` for every rename)
+    calls = readlinks.read_text().splitlines() if readlinks.exists() else []
+    assert not [c for c in calls if str(state) in c], calls[:5]
     start_ms = json.loads((state / "speedlayer-run.json").read_text())["run_state"]["generator_start_ms"]
     last = {q["output"]: q for q in json.loads((state / "last-run.json").read_text())["queries"]}
     settings = RunSettings(job="fleet", source=f"{source}&start={start_ms}", max_events=10000)

@@ -25,6 +25,8 @@ JAVA_HINT = "install it with 'sudo apt-get install openjdk-17-jre-headless' (or 
 SPARK_REDACTION_REGEX = ("(?i)secret|password|passwd|token|jaas|credential|access[._]?key|account[._]?key|"
                          "private[._]?key|ssl[._]key|keystore[._]key|api[._]?key|[.]sas[.]")
 
+CHECKPOINT_FILE_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+
 #: Defaults chosen for streaming on a small machine; every one can be overridden with --conf.
 DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -52,6 +54,11 @@ DEFAULT_CONF = {
     # PySpark 4 records the Python call site of every Column and DataFrame call on the JVM (for the
     # "DataFrame query context" of an error): five round trips to the JVM per call while queries are built.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Checkpoints through Hadoop's FileSystem API, not its FileContext (Spark's default): without Hadoop's
+    # native library, FileContext's rename runs `readlink` in a child process for each side, twice per
+    # offset, commit and state file. A run's state directory is always a local path (a mount on a
+    # cluster), where a rename is atomic, and the run lock keeps a second writer out.
+    "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
     # RocksDB's memory bounded for all state stores together, and the batches a checkpoint keeps
     # (docs/reliability.md, "Long runs"); a run's --max-state-memory and --retain-batches set them.
     **bounds_conf(),

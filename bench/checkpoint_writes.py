@@ -1,0 +1,77 @@
+"""What a micro-batch's checkpoint writes cost: Hadoop's FileSystem API (speedlayer's default) against its
+FileContext (Spark's default), the whole fleet job from the CLI, start-up included.
+
+    .venv/bin/python bench/checkpoint_writes.py --rounds 3 --out bench/results/checkpoint_writes.json
+
+Each run is ``speedlayer run fleet`` in a fresh process on the generator's unpaced ``rows_per_batch``
+source, in small batches (so that the per-batch costs show), windows and alerts into memory sinks,
+bounded by ``--max-events``; the other side sets Spark's default back with ``--conf
+spark.sql.streaming.checkpointFileManagerClass=...``. Without Hadoop's native library, FileContext's
+rename runs ``readlink`` in a child process for each of its two paths. Reported: wall time per
+micro-batch (the process's wall time over the batches both queries ran) and the process tree's CPU
+seconds (``dedup_cost.tree_cpu_s``). The managers alternate within a round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from dedup_cost import tree_cpu_s
+from speedlayer.runtime.session import CHECKPOINT_FILE_MANAGER
+
+FILE_CONTEXT = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
+MANAGERS = {"filesystem": CHECKPOINT_FILE_MANAGER, "filecontext": FILE_CONTEXT}
+
+
+def run_one(manager: str, args: argparse.Namespace) -> dict:
+    source = f"generator://?seed=7&rows_per_batch={args.rows_per_batch}&rate=20000&late=0&start=2025-01-01T00:00:00Z"
+    started, cpu = time.monotonic(), {}
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as state, tempfile.TemporaryFile("w+") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "speedlayer", "run", "fleet", "--source", source, "--max-events", str(args.events),
+             "--sink", "windows=memory:w", "--sink", "alerts=memory:a", "--state-dir", state, "--no-live",
+             "--conf", f"spark.sql.streaming.checkpointFileManagerClass={MANAGERS[manager]}"],
+            stdout=log, stderr=subprocess.STDOUT, text=True)
+        proc = psutil.Process(child.pid)
+        while child.poll() is None:
+            tree_cpu_s(proc, cpu)
+            time.sleep(0.2)
+        wall = time.monotonic() - started
+        log.seek(0)
+        if child.returncode != 0:
+            raise SystemExit(f"{manager} failed:\n{log.read()[-3000:]}")
+        batches = sum(q["batches"] for q in json.loads((Path(state) / "last-run.json").read_text())["queries"])
+    return {"manager": manager, "wall_s": round(wall, 2), "batches": batches,
+            "wall_ms_per_batch": round(1000 * wall / batches), "cpu_s": round(sum(cpu.values()), 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--events", type=int, default=60_000)
+    parser.add_argument("--rows-per-batch", type=int, default=1_000)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    runs = []
+    for round_no in range(args.rounds):
+        for manager in MANAGERS:
+            runs.append({"round": round_no, **run_one(manager, args)})
+            print(json.dumps(runs[-1]), flush=True)
+    medians = {m: {k: statistics.median(r[k] for r in runs if r["manager"] == m) for k in ("wall_ms_per_batch", "cpu_s")}
+               for m in MANAGERS}
+    print(json.dumps({"medians": medians}))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"settings": vars(args), "runs": runs, "medians": medians}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
