@@ -28,6 +28,8 @@ NO_SPACE = "No space left on device"
 #: free space under which a directory's disk counts as the full one (Spark frees its temporary files on failure)
 FULL_BELOW_BYTES = 64 << 20
 _DAMAGED = re.compile(r"Failed to read log file (?:file:)?(\S+?)\.? (.+)")
+#: Hadoop's local file system, reading a file whose bytes no longer match the ``.<name>.crc`` written beside it
+_CHECKSUM = re.compile(r"Checksum error: (?:file:)?(\S+) at \d+ exp: -?\d+ got: -?\d+")
 
 
 def _entries(folder: Path) -> list[str]:
@@ -51,11 +53,24 @@ def check_intact(checkpoint: Path, output: str) -> None:
 
 
 def damaged_log(text: str) -> str | None:
-    """One line for Spark's error about a malformed or incomplete checkpoint log file, else None."""
-    found = _DAMAGED.search(text)
-    if found is None:
+    """One line for Spark's error about a malformed or incomplete checkpoint log file, or for a file that no
+    longer matches its checksum, else None.
+
+    >>> print(damaged_log("Checksum error: file:/s/checkpoints/w/offsets/5 at 0 exp: -3275 got: 2572"))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    checkpoint file /s/checkpoints/w/offsets/5 is damaged (its bytes do not match its checksum, .5.crc):
+    restore it from a backup, or start over with a new --state-dir
+    """
+    found, checksum = _DAMAGED.search(text), _CHECKSUM.search(text)
+    if found:
+        path, reason = found.group(1).removeprefix("file:"), found.group(2).split(" SQLSTATE")[0].strip().rstrip(".")
+    elif checksum:
+        path = checksum.group(1)
+        reason = f"its bytes do not match its checksum, .{Path(path).name}.crc"
+    else:
         return None
-    path, reason = found.group(1).removeprefix("file:"), found.group(2).split(" SQLSTATE")[0].strip().rstrip(".")
+    if "/checkpoints/" not in path:  # a sink's or a source's file, not the run's state
+        return f"file {path} is damaged ({reason}): restore it from a backup"
     return f"checkpoint file {path} is damaged ({reason}): restore it from a backup, or start over with a new --state-dir"
 
 
