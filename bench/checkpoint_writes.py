@@ -2,6 +2,7 @@
 FileContext (Spark's default), the whole fleet job from the CLI, start-up included.
 
     .venv/bin/python bench/checkpoint_writes.py --rounds 3 --out bench/results/checkpoint_writes.json
+    .venv/bin/python bench/checkpoint_writes.py --micro --rounds 2
 
 Each run is ``speedlayer run fleet`` in a fresh process on the generator's unpaced ``rows_per_batch``
 source, in small batches (so that the per-batch costs show), windows and alerts into memory sinks,
@@ -10,6 +11,11 @@ spark.sql.streaming.checkpointFileManagerClass=...``. Without Hadoop's native li
 rename runs ``readlink`` in a child process for each of its two paths. Reported: wall time per
 micro-batch (the process's wall time over the batches both queries ran) and the process tree's CPU
 seconds (``dedup_cost.tree_cpu_s``). The managers alternate within a round.
+
+``--micro``: one stateful query alone (the rate source, a count per 1 s window and key, into Spark's
+``noop`` sink, micro-batches back to back), 60 batches per manager in one local session, alternating;
+the median of batches 20-60 of Spark's own durations: the whole trigger, ``walCommit`` (the offset
+log) and ``commitOffsets`` (the commit log).
 """
 
 from __future__ import annotations
@@ -54,13 +60,45 @@ def run_one(manager: str, args: argparse.Namespace) -> dict:
             "wall_ms_per_batch": round(1000 * wall / batches), "cpu_s": round(sum(cpu.values()), 1)}
 
 
+def micro(rounds: int) -> list[dict]:
+    from pyspark.sql import functions as F
+
+    from speedlayer.testing import local_session
+
+    spark, runs = local_session(), []
+    for round_no in range(rounds):
+        for manager, manager_class in MANAGERS.items():
+            spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", manager_class)
+            events = spark.readStream.format("rate").option("rowsPerSecond", 2000).load()
+            counts = (events.withWatermark("timestamp", "1 second")
+                      .groupBy(F.window("timestamp", "1 second"), (F.col("value") % 50).alias("key")).count())
+            with tempfile.TemporaryDirectory() as checkpoint:
+                query = counts.writeStream.format("noop").option("checkpointLocation", checkpoint).start()
+                while query.lastProgress is None or query.lastProgress["batchId"] < 60:
+                    time.sleep(0.2)
+                query.stop()
+            took = [p["durationMs"] for p in query.recentProgress if p["batchId"] >= 20]
+            runs.append({"round": round_no, "manager": manager, **{
+                f"median_{k}_ms": statistics.median(d.get(k, 0) for d in took)
+                for k in ("triggerExecution", "walCommit", "commitOffsets")}})
+            print(json.dumps(runs[-1]), flush=True)
+    spark.stop()
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--events", type=int, default=60_000)
+    parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--rows-per-batch", type=int, default=1_000)
+    parser.add_argument("--micro", action="store_true")
     parser.add_argument("--out")
     args = parser.parse_args()
+    if args.micro:
+        runs = micro(args.rounds)
+        if args.out:
+            Path(args.out).write_text(json.dumps({"settings": vars(args), "runs": runs}, indent=2) + "\n")
+        return
     runs = []
     for round_no in range(args.rounds):
         for manager in MANAGERS:
