@@ -95,20 +95,19 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     if args.micro:
-        runs = micro(args.rounds)
-        if args.out:
-            Path(args.out).write_text(json.dumps({"settings": vars(args), "runs": runs}, indent=2) + "\n")
-        return
-    runs = []
-    for round_no in range(args.rounds):
-        for manager in MANAGERS:
-            runs.append({"round": round_no, **run_one(manager, args)})
-            print(json.dumps(runs[-1]), flush=True)
-    medians = {m: {k: statistics.median(r[k] for r in runs if r["manager"] == m) for k in ("wall_ms_per_batch", "cpu_s")}
-               for m in MANAGERS}
-    print(json.dumps({"medians": medians}))
+        result = {"settings": vars(args), "runs": micro(args.rounds)}
+    else:
+        runs = []
+        for round_no in range(args.rounds):
+            for manager in MANAGERS:
+                runs.append({"round": round_no, **run_one(manager, args)})
+                print(json.dumps(runs[-1]), flush=True)
+        medians = {m: {k: statistics.median(r[k] for r in runs if r["manager"] == m)
+                       for k in ("wall_ms_per_batch", "cpu_s")} for m in MANAGERS}
+        print(json.dumps({"medians": medians}))
+        result = {"settings": vars(args), "runs": runs, "medians": medians}
     if args.out:
-        Path(args.out).write_text(json.dumps({"settings": vars(args), "runs": runs, "medians": medians}, indent=2) + "\n")
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":
