@@ -48,14 +48,17 @@ def test_other_errors_keep_their_first_line():
 class FakeQuery:
     """A streaming query as stop_after_batch sees it: its status, its last progress, stop()."""
 
-    def __init__(self, name: str, message: str, batch_polls: int = 0):
+    def __init__(self, name: str, message: str, batch_polls: int = 0, fails: bool = False):
         self.name, self.message, self.isActive, self.batch_id = name, message, True, 4
-        self.polls_left, self.stopped_at_batch = batch_polls, None
+        self.polls_left, self.stopped_at_batch, self.fails, self.error = batch_polls, None, fails, None
 
     @property
     def status(self) -> dict:
-        if self.message in RUNNING_BATCH and self.polls_left == 0:  # the batch commits
-            self.batch_id, self.message = self.batch_id + 1, "Waiting for next trigger"
+        if self.message in RUNNING_BATCH and self.polls_left == 0:
+            if self.fails:  # the batch fails; Spark's thread has not yet marked the query inactive
+                self.error, self.message = RuntimeError("refused batch 4"), "Waiting for next trigger"
+            else:  # the batch commits
+                self.batch_id, self.message = self.batch_id + 1, "Waiting for next trigger"
         self.polls_left -= 1
         return {"message": self.message, "isTriggerActive": self.message != "Waiting for next trigger",
                 "isDataAvailable": True}
@@ -64,7 +67,12 @@ class FakeQuery:
     def lastProgress(self) -> dict:
         return {"batchId": self.batch_id}
 
+    def exception(self) -> Exception | None:
+        return self.error
+
     def stop(self) -> None:
+        if self.message in RUNNING_BATCH:  # stop() interrupts the batch: Spark records no error for that
+            self.message = "Stopped"
         self.stopped_at_batch, self.isActive = self.batch_id, False
 
 
@@ -75,3 +83,14 @@ def test_a_query_asking_its_source_for_data_stops_at_once_and_one_running_a_batc
     assert stop_after_batch([idle, busy], immediate=False, force=threading.Event()) == {}
     assert time.monotonic() - started < 5  # not STOP_TIMEOUT_S: an idle trigger is no batch to wait for
     assert idle.stopped_at_batch == 4 and busy.stopped_at_batch == 5
+
+
+def test_a_batch_failing_as_the_stop_begins_is_reported_and_one_cut_short_by_force_is_not():
+    failing = FakeQuery("failing", "Processing new data", batch_polls=0, fails=True)
+    errors = stop_after_batch([failing], immediate=False, force=threading.Event())
+    assert str(errors["failing"]) == "refused batch 4" and not failing.isActive
+
+    forced, force = FakeQuery("forced", "Processing new data", batch_polls=10**6), threading.Event()
+    force.set()
+    assert stop_after_batch([forced], immediate=False, force=force) == {}
+    assert forced.stopped_at_batch == 4

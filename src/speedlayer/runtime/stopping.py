@@ -137,15 +137,19 @@ def stop_after_batch(queries: Iterable[Any], immediate: bool, force: threading.E
         for query, in_flight in list(pending.items()):
             last = query.lastProgress
             ended = not query.isActive
+            cut_short = immediate or force.is_set() or time.monotonic() > deadline
             done = (in_flight is None or ended or (last and last["batchId"] > in_flight) or not _running_batch(query)
-                    or force.is_set() or time.monotonic() > deadline)
+                    or cut_short)
             if done:
-                if ended:
-                    _note_failure(query, errors)
                 try:
                     query.stop()
                 except Exception as exc:  # noqa: BLE001 — reported by raise_if_failed_while_stopping
                     errors[query.name] = exc
+                # A batch can fail between the checks above and stop(): the query is still active
+                # then, and stop() does not raise its error. Only a stop that cut a batch short may
+                # leave an error that is no failure of the batch.
+                if (ended or not cut_short) and query.name not in errors:
+                    _note_failure(query, errors)
                 del pending[query]
         time.sleep(0.05)
     return errors
