@@ -10,7 +10,7 @@ bounded by ``--max-events``; the other side sets Spark's default back with ``--c
 spark.sql.streaming.checkpointFileManagerClass=...``. Without Hadoop's native library, FileContext's
 rename runs ``readlink`` in a child process for each of its two paths. Reported: wall time per
 micro-batch (the process's wall time over the batches both queries ran) and the process tree's CPU
-seconds (``dedup_cost.tree_cpu_s``). The managers alternate within a round.
+seconds (``dedup_cost.measured_run``). The managers alternate within a round.
 
 ``--micro``: one stateful query alone (the rate source, a count per 1 s window and key, into Spark's
 ``noop`` sink, micro-batches back to back), 60 batches per manager in one local session, alternating;
@@ -23,15 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
-from dedup_cost import tree_cpu_s
+from dedup_cost import measured_run
 from speedlayer.runtime.session import CHECKPOINT_FILE_MANAGER
 
 FILE_CONTEXT = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
@@ -40,24 +37,14 @@ MANAGERS = {"filesystem": CHECKPOINT_FILE_MANAGER, "filecontext": FILE_CONTEXT}
 
 def run_one(manager: str, args: argparse.Namespace) -> dict:
     source = f"generator://?seed=7&rows_per_batch={args.rows_per_batch}&rate=20000&late=0&start=2025-01-01T00:00:00Z"
-    started, cpu = time.monotonic(), {}
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as state, tempfile.TemporaryFile("w+") as log:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "speedlayer", "run", "fleet", "--source", source, "--max-events", str(args.events),
-             "--sink", "windows=memory:w", "--sink", "alerts=memory:a", "--state-dir", state, "--no-live",
-             "--conf", f"spark.sql.streaming.checkpointFileManagerClass={MANAGERS[manager]}"],
-            stdout=log, stderr=subprocess.STDOUT, text=True)
-        proc = psutil.Process(child.pid)
-        while child.poll() is None:
-            tree_cpu_s(proc, cpu)
-            time.sleep(0.2)
-        wall = time.monotonic() - started
-        log.seek(0)
-        if child.returncode != 0:
-            raise SystemExit(f"{manager} failed:\n{log.read()[-3000:]}")
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as state:
+        wall, cpu = measured_run(manager, [
+            sys.executable, "-m", "speedlayer", "run", "fleet", "--source", source, "--max-events", str(args.events),
+            "--sink", "windows=memory:w", "--sink", "alerts=memory:a", "--state-dir", state, "--no-live",
+            "--conf", f"spark.sql.streaming.checkpointFileManagerClass={MANAGERS[manager]}"])
         batches = sum(q["batches"] for q in json.loads((Path(state) / "last-run.json").read_text())["queries"])
     return {"manager": manager, "wall_s": round(wall, 2), "batches": batches,
-            "wall_ms_per_batch": round(1000 * wall / batches), "cpu_s": round(sum(cpu.values()), 1)}
+            "wall_ms_per_batch": round(1000 * wall / batches), "cpu_s": round(cpu, 1)}
 
 
 def micro(rounds: int) -> list[dict]:

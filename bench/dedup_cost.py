@@ -104,16 +104,13 @@ def tree_cpu_s(proc: psutil.Process, seen: dict[int, float]) -> None:
             pass
 
 
-def run_one(mode: str, args: argparse.Namespace) -> dict:
-    """One child run: its wall time, and the CPU its process tree (Python, JVM, Python workers) used,
-    sampled every 0.2 s, which other processes on the machine disturb much less than the wall time."""
-    import os
-
+def measured_run(label: str, command: list[str], env: dict | None = None) -> tuple[float, float]:
+    """Run ``command`` to its end: its wall seconds, and the CPU seconds its process tree (Python, JVM,
+    Python workers) used, sampled every 0.2 s, which other processes on the machine disturb much less
+    than the wall time. A failed run ends the benchmark with the tail of its output."""
     started, cpu = time.monotonic(), {}
     with tempfile.TemporaryFile("w+") as log:
-        child = subprocess.Popen([sys.executable, __file__, "--child", mode, "--events", str(args.events),
-                                  "--rows-per-batch", str(args.rows_per_batch)], stdout=log, stderr=subprocess.STDOUT,
-                                 text=True, env={"PYTHONPATH": str(ROOT / "src"), **_env()})
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
         proc = psutil.Process(child.pid)
         while child.poll() is None:
             tree_cpu_s(proc, cpu)
@@ -121,9 +118,19 @@ def run_one(mode: str, args: argparse.Namespace) -> dict:
         wall = time.monotonic() - started
         if child.returncode != 0:
             log.seek(0)
-            raise SystemExit(f"{mode} failed:\n{log.read()[-3000:]}")
+            raise SystemExit(f"{label} failed:\n{log.read()[-3000:]}")
+    return wall, sum(cpu.values())
+
+
+def run_one(mode: str, args: argparse.Namespace) -> dict:
+    """One child run in ``mode``: its wall time and its process tree's CPU."""
+    import os
+
+    wall, cpu = measured_run(mode, [sys.executable, __file__, "--child", mode, "--events", str(args.events),
+                                    "--rows-per-batch", str(args.rows_per_batch)],
+                             env={"PYTHONPATH": str(ROOT / "src"), **_env()})
     return {"mode": mode, "wall_s": round(wall, 2), "events_per_s": round(args.events / wall),
-            "cpu_s": round(sum(cpu.values()), 1), "load_1min_after": round(os.getloadavg()[0], 2)}
+            "cpu_s": round(cpu, 1), "load_1min_after": round(os.getloadavg()[0], 2)}
 
 
 def _env() -> dict:
