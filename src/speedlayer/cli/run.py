@@ -70,27 +70,34 @@ def run_command(
     sql_port: int | None = _O(None, "--sql-port", help="the SQL endpoint's port (default: a free one)"),
 ) -> None:
     """Run JOB (or a job file) from a source into sinks until stopped (Ctrl-C), --duration, or --max-events."""
-    if duration is not None and max_events is not None:
-        raise ConfigError("give --duration or --max-events, not both")
-    job, job_file = job_and_file(job, job_file)
-    file_values = load_yaml(config) if config else {}
-    options, inputs = _job_flags(job or file_values.get("job"), job_file or file_values.get("job_file"), ctx)
-    flags = {
-        "job": job, "job_file": job_file, "source": source, "sinks": pairs(sink, "--sink", "NAME=URI"), "trigger": trigger,
-        "output_mode": output_modes(output_mode), "watermark": watermark, "max_ahead": max_ahead, "dedup": dedup,
-        "window": window, "slide": slide, "sliding_window": sliding_window, "state_dir": state_dir,
-        "duration": duration, "max_events": max_events, "master": master, "conf": pairs(conf, "--conf", "key=value"),
-        "options": {**options, **pairs(option, "--option", "KEY=VALUE")},
-        "inputs": {**inputs, **pairs(input_, "--input", "NAME=URI")},
-        "allow_changed_settings": allow_changed_settings, "spark_ui": spark_ui, "ship": ship, "one_query": one_query,
-        "max_state_memory": max_state_memory, "retain_batches": retain_batches, "max_checkpoint_size": max_checkpoint_size,
-    }
-    settings = build_settings(file_values, flags)
+    settings = build_settings(*_settings_given(ctx))
     live = sys.stdout.isatty() if live is None else live
     surfaces = _surfaces(live, dashboard, dashboard_port, host, metrics_port, sql, sql_port)
     from speedlayer.cli.running import execute
 
     execute(settings, live=live, console=out, errors=err, surfaces=surfaces)
+
+
+#: flags that are run settings of the same name, as given
+_AS_GIVEN = ("source", "trigger", "watermark", "max_ahead", "dedup", "window", "slide", "sliding_window", "state_dir",
+             "duration", "max_events", "master", "allow_changed_settings", "spark_ui", "ship", "one_query",
+             "max_state_memory", "retain_batches", "max_checkpoint_size")
+
+
+def _settings_given(ctx: typer.Context) -> tuple[dict, dict]:
+    """What ``--config`` holds and what the flags (the run's and the job's own) say, for ``build_settings``."""
+    given = ctx.params
+    if given["duration"] is not None and given["max_events"] is not None:
+        raise ConfigError("give --duration or --max-events, not both")
+    job, job_file = job_and_file(given["job"], given["job_file"])
+    file_values = load_yaml(given["config"]) if given["config"] else {}
+    options, inputs = _job_flags(job or file_values.get("job"), job_file or file_values.get("job_file"), ctx)
+    flags = {name: given[name] for name in _AS_GIVEN}
+    flags.update(job=job, job_file=job_file, sinks=pairs(given["sink"], "--sink", "NAME=URI"),
+                 output_mode=output_modes(given["output_mode"]), conf=pairs(given["conf"], "--conf", "key=value"),
+                 options={**options, **pairs(given["option"], "--option", "KEY=VALUE")},
+                 inputs={**inputs, **pairs(given["input_"], "--input", "NAME=URI")})
+    return file_values, flags
 
 
 def _surfaces(live: bool, dashboard: bool | None, dashboard_port: int | None, host: str, metrics_port: int | None,

@@ -95,21 +95,8 @@ def execute(settings: RunSettings, live: bool, console: Console, errors: Console
 def _execute(run: Run, settings: RunSettings, live: bool, console: Console, errors: Console,
              dashboard: DashboardServer | None, metrics: DashboardServer | None,
              endpoint: SqlEndpoint | None) -> RunSummary:
-    quiet_query_context_logs()
     plan = run.plan
-    for note in run.notes:
-        errors.print(f"note: {note}", soft_wrap=True)
-    log_file = plan.state_dir / "spark.log"
-    errors.print(f"starting Spark ({settings.master}); Spark's log: {log_file}", soft_wrap=True)
-    exposed = exposure_note(settings.master, settings.spark_ui)
-    if exposed:
-        errors.print(f"note: {exposed}", soft_wrap=True)
-    conf = endpoint.spark_conf(plan.state_dir, settings.spark_conf()) if endpoint else settings.spark_conf()
-    spark = build_session(settings.master, conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
-                          spark_ui=settings.spark_ui, ship=settings.ship, packages=plan.spark_packages(),
-                          connector_conf=plan.spark_conf(),
-                          announce=lambda line: errors.print(f"note: {line}", soft_wrap=True))
-
+    spark = _start_spark(run, settings, errors, endpoint)
     view = LiveView(console) if live else None
     feed = ResultsFeed(feeds=[n for n, o in plan.job.outputs.items() if not o.stateful]) if dashboard else None
     for query in plan.queries:
@@ -160,6 +147,24 @@ def _execute(run: Run, settings: RunSettings, live: bool, console: Console, erro
     if not plan.temporary_state:
         console.print(f"state kept in {Path(plan.state_dir)}: the same command resumes from it")
     return summary
+
+
+def _start_spark(run: Run, settings: RunSettings, errors: Console, endpoint: SqlEndpoint | None):
+    """The run's Spark session, its log under the state dir, after the run's notes and what it exposes."""
+    quiet_query_context_logs()
+    plan = run.plan
+    for note in run.notes:
+        errors.print(f"note: {note}", soft_wrap=True)
+    log_file = plan.state_dir / "spark.log"
+    errors.print(f"starting Spark ({settings.master}); Spark's log: {log_file}", soft_wrap=True)
+    exposed = exposure_note(settings.master, settings.spark_ui)
+    if exposed:
+        errors.print(f"note: {exposed}", soft_wrap=True)
+    conf = endpoint.spark_conf(plan.state_dir, settings.spark_conf()) if endpoint else settings.spark_conf()
+    return build_session(settings.master, conf, app_name=f"speedlayer-{plan.job.name}", log_file=log_file,
+                         spark_ui=settings.spark_ui, ship=settings.ship, packages=plan.spark_packages(),
+                         connector_conf=plan.spark_conf(),
+                         announce=lambda line: errors.print(f"note: {line}", soft_wrap=True))
 
 
 def _fan_out(primary, extras):

@@ -268,16 +268,7 @@ def build_session(
     from pyspark.sql import SparkSession
 
     log_file = log_file or Path(os.environ.get("TMPDIR", "/tmp")) / "speedlayer-spark.log"
-    log_config = resources.files("speedlayer.data").joinpath("log4j2.properties")
-    logging_opts = f"-Dlog4j2.configurationFile=file:{log_config} -Dspeedlayer.log.file={log_file}"
-    network, env = network_conf(master, spark_ui)
-    for name, value in env.items():
-        os.environ.setdefault(name, value)  # read by the JVM when it starts
-    # each shuffle partition carries its own state store: few on a small machine
-    settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(machine_partitions()), **network, **conf}
-    for key, ours in (("spark.driver.extraJavaOptions", f"{logging_opts} {JIT_FLAGS} {class_archive_options()}"),
-                      ("spark.executor.extraJavaOptions", JIT_FLAGS)):
-        settings[key] = f"{ours} {settings.get(key, '')}".strip()
+    settings = _session_settings(master, conf, log_file, spark_ui)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -291,6 +282,21 @@ def build_session(
         raise
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _session_settings(master: str, conf: Mapping[str, str], log_file: Path, spark_ui: str) -> dict[str, str]:
+    """speedlayer's defaults under ``conf``, the network's settings, and the JVMs' options (log, JIT, class archive)."""
+    log_config = resources.files("speedlayer.data").joinpath("log4j2.properties")
+    logging_opts = f"-Dlog4j2.configurationFile=file:{log_config} -Dspeedlayer.log.file={log_file}"
+    network, env = network_conf(master, spark_ui)
+    for name, value in env.items():
+        os.environ.setdefault(name, value)  # read by the JVM when it starts
+    # each shuffle partition carries its own state store: few on a small machine
+    settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(machine_partitions()), **network, **conf}
+    for key, ours in (("spark.driver.extraJavaOptions", f"{logging_opts} {JIT_FLAGS} {class_archive_options()}"),
+                      ("spark.executor.extraJavaOptions", JIT_FLAGS)):
+        settings[key] = f"{ours} {settings.get(key, '')}".strip()
+    return settings
 
 
 def tool_session(command: str, cores: int = 1, packages: Sequence[str] = (),
