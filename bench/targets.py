@@ -7,10 +7,11 @@
 Three parts, each one after the other in this process's run (``make bench`` runs them all):
 
 - ``whole-job``: the fleet job's seven outputs (windows, sliding, alerts, dead-letters, incidents,
-  trips, late) against plain PySpark's windows job on the same generator feed, in sustained
-  running: rounds of (plain, the seven in one query as ``--one-query`` runs them, the seven as a
-  query each), each a fresh process (``bench/whole_job.py``). The ratio is the median of
-  per-round ratios; ``source reads`` counts the source scans of one batch's plans.
+  trips, late) against the same seven written in plain PySpark (``bench/plain_fleet.py``, a query
+  each) on the same generator feed, in sustained running: rounds of (plain's seven as a query each,
+  the seven in one query as ``--one-query`` runs them, the seven as a query each), each a fresh
+  process (``bench/whole_job.py``). The ratios are medians of per-round ratios against plain's
+  seven; ``source reads`` counts the source scans of one batch's plans.
 - ``bounded``: a bounded run of the windows job over a generated JSON-lines dataset, start-up
   included, speedlayer against plain PySpark and, with ``--peers``, one Python thread, Bytewax and
   PyFlink (``bench/peers/run_peers.py``, whose ``--setup`` makes their venvs on first use). The ratio is the median of
@@ -50,7 +51,8 @@ PARTS = ("whole-job", "bounded", "latency")
 #: the readings of a latency run's last seconds are its figure: the first batches (the JVM warming
 #: up, every event since the generator's start) take far longer, into the run's second half on a slow host
 STEADY_S = 30
-GOALS = {"whole_job": 0.5, "bounded": 0.95, "latency_s": 2.0}
+#: whole job: speedlayer's seven against plain PySpark's seven, as a query each and in one query
+GOALS = {"whole_job_separate": 1.0, "whole_job_one": 1.5, "bounded": 0.95, "latency_s": 2.0}
 
 
 def median_ratio(ours: list[float], theirs: list[float]) -> float:
@@ -63,11 +65,11 @@ def median_ratio(ours: list[float], theirs: list[float]) -> float:
 
 
 def whole_job(rounds: int, rows: int, batches: int, warmup: int) -> dict:
-    """Rounds of plain windows, the seven in one query and the seven as a query each."""
+    """Rounds of plain PySpark's seven (a query each), the seven in one query and the seven as a query each."""
     runs: dict[str, list[dict]] = {"plain": [], "one": [], "separate": []}
     for i in range(1, rounds + 1):
         for layout in runs:
-            r = run_config(layout, "windows" if layout == "plain" else SEVEN, rows, batches, warmup)
+            r = run_config(layout, SEVEN, rows, batches, warmup)
             runs[layout].append(r)
             print(f"  whole-job round {i} {layout:<9} {r['events_per_s']:>9,.0f} events/s, "
                   f"{r['source_reads_per_batch']} source reads a batch", flush=True)
@@ -154,14 +156,15 @@ def table(results: dict) -> str:
     rows = ["| target | measured | goal | met |", "| --- | --- | --- | --- |"]
     if "whole_job" in results:
         w = results["whole_job"]
-        one, sep = w["ratio_to_plain"]["one"], w["ratio_to_plain"]["separate"]
-        rows.append(f"| the seven outputs against plain windows, sustained | {one:.3f} in one query, {sep:.3f} as a "
-                    f"query each ({w['events_per_s']['one']:,.0f} and {w['events_per_s']['separate']:,.0f} against "
-                    f"{w['events_per_s']['plain']:,.0f} events/s) | {GOALS['whole_job']}x | "
-                    f"{'yes' if one >= GOALS['whole_job'] else 'no'} |")
+        speed = w["events_per_s"]
+        for layout, how in (("separate", "as a query each"), ("one", "in one query")):
+            ratio, goal = w["ratio_to_plain"][layout], GOALS[f"whole_job_{layout}"]
+            rows.append(f"| the seven outputs {how} against plain PySpark's seven (a query each), sustained | "
+                        f"{ratio:.3f} ({speed[layout]:,.0f} against {speed['plain']:,.0f} events/s) | {goal}x | "
+                        f"{'yes' if ratio >= goal else 'no'} |")
         reads = w["source_reads_per_batch"]
         rows.append(f"| source reads a batch, seven outputs | {reads['one']} in one query, {reads['separate']} as a "
-                    f"query each | 1 | {'yes' if reads['one'] == 1 else 'no'} |")
+                    f"query each (plain: {reads['plain']}) | 1 | {'yes' if reads['one'] == 1 else 'no'} |")
     if "bounded" in results:
         b = results["bounded"]
         plain, fast = b["against_plain"]["speedlayer"], b["against_plain"]["speedlayer-fast"]

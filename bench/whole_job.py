@@ -3,6 +3,7 @@
     .venv/bin/python bench/whole_job.py                          # each output alone, then all seven
     .venv/bin/python bench/whole_job.py --configs incidents --layouts separate
     .venv/bin/python bench/whole_job.py --configs windows+alerts+dead-letters --layouts separate,one
+    .venv/bin/python bench/whole_job.py --check                  # plain PySpark's seven equal speedlayer's?
 
 A configuration is a set of outputs (``+`` between them). Each runs in a fresh process on the
 generator's ``rate-micro-batch`` feed (``--rows-per-batch`` events a batch, 1% duplicates, 0.5%
@@ -21,8 +22,12 @@ late, 0.2% malformed) with one of these layouts:
 - ``one-shuffled``: as ``one-reused``, with the raw rows shuffled once right after the read, so
   that late events' branch reads that shuffle instead of the source (dead letters still read
   again: their branch prunes other columns before the shuffle, so Spark does not reuse it).
-- ``plain``: the baseline, ``bench/plain_fleet.py``'s hand-written windows job (configuration
-  ``windows`` only).
+- ``plain``: the baseline, ``bench/plain_fleet.py``'s hand-written outputs (``plain_outputs``), one
+  query per output, each reading the source itself, writing to ``noop``, like ``separate``.
+
+``--check`` runs speedlayer's outputs (a query each, ``build_output``) and the plain ones over the
+same bounded stream (the same micro-batches of a small generator feed, where every output has rows
+within a few batches) and says, per output, whether their rows are equal.
 
 A configuration's events/s is the events of the measured batches (after ``--warmup``) over the
 time from the moment every query had finished its warm-up to the moment every query had finished
@@ -37,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -51,15 +57,27 @@ def generator_uri(rows: int) -> str:
             f"&duplicates=0.01&start={START}")
 
 
+def plain_settings(plan):
+    """The run's settings as the plain job takes them (written out, as a user would)."""
+    from plain_fleet import PlainSettings
+    from speedlayer.pipelines.fleet.options import fleet_options
+
+    p, o = plan.params, fleet_options(plan.params)
+    return PlainSettings(watermark_ms=p.watermark_ms, window_ms=p.window_ms, sliding_ms=p.sliding_window_ms,
+                         slide_ms=p.slide_ms, trip_gap_ms=o.trip_gap_ms, max_trip_ms=o.max_trip_ms,
+                         incident_after_ms=o.incident_after_ms, incident_timeout_ms=o.incident_timeout_ms)
+
+
 def start_queries(spark, plan, layout: str, outputs: list[str], tmp: Path) -> list:
 
     from speedlayer.runtime.build import build_output
 
-    if layout == "plain":  # the baseline: bench/plain_fleet.py's hand-written windows job on the same feed
-        from plain_fleet import plain_windows
+    if layout == "plain":  # the baseline: bench/plain_fleet.py's hand-written outputs, a query each, on the same feed
+        from plain_fleet import plain_outputs
 
-        return [plain_windows(plan.source.read_stream(spark)).writeStream.queryName("plain").format("noop")
-                .option("checkpointLocation", str(tmp / "cp" / "plain")).start()]
+        settings = plain_settings(plan)
+        return [plain_outputs(plan.source.read_stream(spark), settings, [o])[o].writeStream.queryName(f"plain_{o}")
+                .format("noop").option("checkpointLocation", str(tmp / "cp" / f"plain_{o}")).start() for o in outputs]
     if layout == "separate":
         return [build_output(spark, plan, o).writeStream.queryName(o).format("noop")
                 .option("checkpointLocation", str(tmp / "cp" / o)).start() for o in outputs]
@@ -118,6 +136,105 @@ def measure(layout: str, outputs: list[str], rows: int, batches: int, warmup: in
             "elapsed_s": elapsed, "median_batch_ms": batch_ms, "source_reads_per_batch": scans}
 
 
+#: the check's feed: slow event time (10 events/s, 20 vehicles) and more late, re-sent and malformed
+#: events than the benchmark's, so that every output has rows within a few small batches
+CHECK_URI = ("generator://?seed=7&rows_per_batch={rows}&rate=10&vehicles=20&late=0.05&malformed=0.02"
+             f"&duplicates=0.05&start={START}")
+#: and shorter trips and incidents than the defaults (5 min gap, 1 h cut, 10 s above the limit)
+CHECK_OPTIONS = {"trip_gap": "10s", "max_trip": "30s", "incident_after": "2s"}
+
+
+def _collecting(df, name: str, batches: int, store: dict, checkpoint: Path):
+    """A query keeping the rows of ``df``'s first ``batches`` micro-batches in ``store[name]``."""
+    store[name] = []
+
+    def keep(batch, batch_id: int) -> None:
+        if batch_id < batches:
+            store[name].extend(batch.collect())
+        else:  # every batch must be computed whole, or Spark refuses to commit its state
+            batch.write.format("noop").mode("overwrite").save()
+
+    return df.writeStream.queryName(checkpoint.name.replace("-", "_")).foreachBatch(keep).option(
+        "checkpointLocation", str(checkpoint)).start()
+
+
+def _compare(ours: list, theirs: list) -> str | None:
+    """None when the rows are equal in any order (floating point within assertDataFrameEqual's tolerance), else why not."""
+    from pyspark.testing import assertDataFrameEqual
+
+    try:
+        assertDataFrameEqual(theirs, ours, checkRowOrder=False)
+    except AssertionError as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else "differ"
+    return None
+
+
+def check_outputs(spark, outputs: list[str], rows: int, batches: int, tmp: Path, feed: str = "check") -> dict:
+    """Speedlayer's outputs and the plain ones over the same ``batches`` micro-batches of ``rows`` events:
+    by output, (speedlayer's row count, plain's, None if equal else why not).
+
+    Dead letters are compared without ``reason``: plain PySpark's reasons are its own words.
+
+    >>> check_outputs(spark, ["windows"], 400, 3, tmp)  # doctest: +SKIP
+    {'windows': (96, 96, None)}
+    """
+    from pyspark.sql import Row
+
+    from plain_fleet import plain_outputs
+    from speedlayer.runtime.build import build_output
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.settings import RunSettings
+    from speedlayer.runtime.stopping import stop_after_batch
+
+    uri, options = (CHECK_URI.format(rows=rows), CHECK_OPTIONS) if feed == "check" else (generator_uri(rows), {})
+    sinks = {o: f"memory:c_{o.replace('-', '_')}" for o in outputs}
+    # bounded, so that the batches after the compared ones are empty and quick to stop
+    plan = plan_run(RunSettings(job="fleet", source=uri, sinks=sinks, state_dir=str(tmp / "state"), options=options,
+                                max_events=rows * batches))
+    settings = plain_settings(plan)
+    ours: dict[str, list] = {}
+    theirs: dict[str, list] = {}
+    queries = []
+    for o in outputs:
+        queries.append(_collecting(build_output(spark, plan, o), o, batches, ours, tmp / "cp" / o))
+        plain = plain_outputs(plan.source.read_stream(spark, rows * batches), settings, [o])[o]
+        queries.append(_collecting(plain, o, batches, theirs, tmp / "cp" / f"plain_{o}"))
+    pending = list(queries)
+    try:  # each query is stopped once it has done its batches (after the batch in flight: one cut short
+        # may print a Java stack overflow), so that it leaves the cores to the others
+        while pending:
+            failed = [q for q in pending if q.exception() is not None]
+            if failed:
+                raise SystemExit(f"query {failed[0].name} failed: {failed[0].exception()}")
+            for q in [q for q in pending if q.lastProgress and q.lastProgress["batchId"] >= batches - 1]:
+                stop_after_batch([q], immediate=False, force=threading.Event())
+                pending.remove(q)
+            time.sleep(0.1)
+    finally:
+        stop_after_batch(pending, immediate=True, force=threading.Event())
+
+    def rows_of(name: str, got: list) -> list:
+        return [Row(**{k: v for k, v in r.asDict().items() if k != "reason"}) for r in got] if name == "dead-letters" else got
+
+    return {o: (len(ours[o]), len(theirs[o]), _compare(rows_of(o, ours[o]), rows_of(o, theirs[o]))) for o in outputs}
+
+
+def run_check(outputs: list[str], rows: int, batches: int, feed: str) -> bool:
+    """``check_outputs`` in a session of its own, a line per output; whether every output is equal."""
+    from speedlayer.runtime.session import build_session
+
+    tmp = Path(tempfile.mkdtemp(prefix="whole-job-check-"))
+    spark = build_session("local[*]", {"spark.ui.enabled": "false"}, app_name="whole-job-check", log_file=tmp / "spark.log")
+    try:
+        results = check_outputs(spark, outputs, rows, batches, tmp, feed)
+    finally:
+        spark.stop()
+    for name, (n_ours, n_theirs, why) in results.items():
+        verdict = "equal" if why is None else f"NOT equal: {why}"
+        print(f"{name:<13} {verdict:<10} speedlayer {n_ours:>6,} rows, plain {n_theirs:>6,} rows", flush=True)
+    return all(why is None for _, _, why in results.values())
+
+
 def run_config(layout: str, config: str, rows: int, batches: int, warmup: int) -> dict:
     """One configuration (outputs joined by ``+``) in a fresh process: ``measure``'s result.
 
@@ -134,24 +251,33 @@ def run_config(layout: str, config: str, rows: int, batches: int, warmup: int) -
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--configs", default=",".join([*ALL, "+".join(ALL)]),
+    p.add_argument("--configs",
                    help="comma-separated configurations, each one output or several joined by + (default: each "
                         "output alone, then all seven together)")
     p.add_argument("--layouts", default="separate", help="separate, one, one-reused, one-shuffled, plain (comma-separated)")
-    p.add_argument("--rows-per-batch", type=int, default=100_000)
-    p.add_argument("--batches", type=int, default=4, help="measured micro-batches (default 4)")
+    p.add_argument("--rows-per-batch", type=int, help="events a micro-batch (default 100,000)")
+    p.add_argument("--batches", type=int, help="measured micro-batches (default 4)")
     p.add_argument("--warmup", type=int, default=2, help="micro-batches before measuring (default 2)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    p.add_argument("--check", action="store_true",
+                   help="instead of measuring: speedlayer's outputs against the plain ones over the same micro-batches "
+                        "(--configs' outputs, default all seven; --rows-per-batch default 400, --batches default 3)")
+    p.add_argument("--feed", choices=("check", "bench"), default="check",
+                   help="--check's feed: a small slow one where every output has rows (default), or the benchmark's")
     p.add_argument("--child", nargs=2, metavar=("LAYOUT", "OUTPUTS"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.check:
+        outputs = list(dict.fromkeys(o for config in (args.configs or "+".join(ALL)).split(",") for o in config.split("+")))
+        raise SystemExit(0 if run_check(outputs, args.rows_per_batch or 400, args.batches or 3, args.feed) else 1)
+    args.rows_per_batch, args.batches = args.rows_per_batch or 100_000, args.batches or 4
     if args.child:
         layout, outputs = args.child
         print(json.dumps(measure(layout, outputs.split("+"), args.rows_per_batch, args.batches, args.warmup)))
         return
     results = []
-    for config in args.configs.split(","):
+    for config in (args.configs or ",".join([*ALL, "+".join(ALL)])).split(","):
         for layout in args.layouts.split(","):
-            if (layout.startswith("one") and "+" not in config) or (layout == "plain" and config != "windows"):
+            if layout.startswith("one") and "+" not in config:
                 continue
             result = run_config(layout, config, args.rows_per_batch, args.batches, args.warmup)
             results.append(result)
