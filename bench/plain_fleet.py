@@ -61,11 +61,16 @@ def load_zone_rows() -> list[dict[str, str]]:
     return list(csv.DictReader(text.splitlines()))
 
 
+def _inside(lat: Column, lon: Column, z: dict[str, str]) -> Column:
+    """Whether lat/lon lies in zone ``z``'s rectangle."""
+    return lat.between(float(z["min_lat"]), float(z["max_lat"])) & lon.between(float(z["min_lon"]), float(z["max_lon"]))
+
+
 def speed_limit(lat: Column, lon: Column, zones: list[dict[str, str]]) -> Column:
     """CASE WHEN lat/lon inside zone 1 THEN limit 1 WHEN ... END, as a user would hand-write it."""
     expr = None
     for z in zones:
-        inside = lat.between(float(z["min_lat"]), float(z["max_lat"])) & lon.between(float(z["min_lon"]), float(z["max_lon"]))
+        inside = _inside(lat, lon, z)
         limit = F.lit(float(z["speed_limit_kmh"]))
         expr = F.when(inside, limit) if expr is None else expr.when(inside, limit)
     return expr
@@ -194,7 +199,7 @@ def zone(lat: Column, lon: Column, zones: list[dict[str, str]]) -> Column:
     """CASE WHEN over the zones (first matching rectangle wins): a struct of zone_id, zone_name, speed_limit_kmh."""
     expr = None
     for z in zones:
-        inside = lat.between(float(z["min_lat"]), float(z["max_lat"])) & lon.between(float(z["min_lon"]), float(z["max_lon"]))
+        inside = _inside(lat, lon, z)
         found = F.struct(F.lit(z["zone_id"]).alias("zone_id"), F.lit(z["name"]).alias("zone_name"),
                          F.lit(float(z["speed_limit_kmh"])).alias("speed_limit_kmh"))
         expr = F.when(inside, found) if expr is None else expr.when(inside, found)
