@@ -48,17 +48,20 @@ def test_other_errors_keep_their_first_line():
 class FakeQuery:
     """A streaming query as stop_after_batch sees it: its status, its last progress, stop()."""
 
-    def __init__(self, name: str, message: str, batch_polls: int = 0, fails: bool = False):
+    def __init__(self, name: str, message: str, batch_polls: int = 0, fails: bool = False,
+                 back_to_back: bool = False, interrupt_error: Exception | None = None):
         self.name, self.message, self.isActive, self.batch_id = name, message, True, 4
         self.polls_left, self.stopped_at_batch, self.fails, self.error = batch_polls, None, fails, None
+        self.back_to_back, self.interrupt_error = back_to_back, interrupt_error
 
     @property
     def status(self) -> dict:
         if self.message in RUNNING_BATCH and self.polls_left == 0:
             if self.fails:  # the batch fails; Spark's thread has not yet marked the query inactive
                 self.error, self.message = RuntimeError("refused batch 4"), "Waiting for next trigger"
-            else:  # the batch commits
-                self.batch_id, self.message = self.batch_id + 1, "Waiting for next trigger"
+            else:  # the batch commits, and under back-to-back batches the next one begins
+                self.batch_id += 1
+                self.message = "Processing new data" if self.back_to_back else "Waiting for next trigger"
         self.polls_left -= 1
         return {"message": self.message, "isTriggerActive": self.message != "Waiting for next trigger",
                 "isDataAvailable": True}
@@ -71,8 +74,8 @@ class FakeQuery:
         return self.error
 
     def stop(self) -> None:
-        if self.message in RUNNING_BATCH:  # stop() interrupts the batch: Spark records no error for that
-            self.message = "Stopped"
+        if self.message in RUNNING_BATCH:  # stop() interrupts the batch: Spark mostly records no error
+            self.message, self.error = "Stopped", self.interrupt_error
         self.stopped_at_batch, self.isActive = self.batch_id, False
 
 
@@ -94,3 +97,12 @@ def test_a_batch_failing_as_the_stop_begins_is_reported_and_one_cut_short_by_for
     force.set()
     assert stop_after_batch([forced], immediate=False, force=force) == {}
     assert forced.stopped_at_batch == 4
+
+
+def test_a_stop_that_interrupts_the_next_back_to_back_batch_is_no_failure():
+    """Spark reports some interruptions inside its state stores as the query's exception (STREAM_FAILED
+    with no message); a batch begun after the one waited for is cut short by the stop, not failed."""
+    query = FakeQuery("joins", "Processing new data", batch_polls=2, back_to_back=True,
+                      interrupt_error=RuntimeError("[STREAM_FAILED] terminated with exception:"))
+    assert stop_after_batch([query], immediate=False, force=threading.Event()) == {}
+    assert query.stopped_at_batch == 5 and query.error is not None  # the stop did interrupt batch 6

@@ -315,7 +315,9 @@ class Run:
         stopped_by = "end of input"
         try:
             while True:
-                failed = next((q for q in self.queries if not q.isActive and q.exception() is not None), None)
+                # a query stopped once flushed answers for its stop in _early_stop_errors
+                failed = next((q for q in self.queries if q.name not in self._flushed and not q.isActive
+                               and q.exception() is not None), None)
                 if failed is not None and self._restarted(failed):
                     continue
                 for side in [q for q in self.side_queries if not q.isActive and q.exception() is not None]:
@@ -328,7 +330,7 @@ class Run:
                     stopped_by = f"--max-events {settings.max_events}"
                     break
                 if all(not q.isActive for q in self.queries):
-                    if any(q.exception() is not None for q in self.queries):
+                    if any(q.name not in self._flushed and q.exception() is not None for q in self.queries):
                         continue  # one ended since the check above: restart it or fail the run there
                     break
                 if self.stop_requested.is_set():
@@ -361,7 +363,8 @@ class Run:
         """Stop the queries after their in-flight batch (the dashboard's side queries too, so the batch a
         bounded run ends with reaches its views); returns what ``stop()`` raised, by query name."""
         immediate = self.plan.trigger.continuous or self.plan.trigger.realtime
-        errors = stop_after_batch([*self.side_queries, *self.queries], immediate, self.force_stop)
+        running = [q for q in self.queries if q.name not in self._flushed]  # the flushed answered for their stop
+        errors = stop_after_batch([*self.side_queries, *running], immediate, self.force_stop)
         # The listener bus delivers progress reports late: the summary must hold the last batches.
         self.tracker.wait_terminated([q.name for q in self.queries])
         try:

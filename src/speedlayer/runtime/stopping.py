@@ -107,6 +107,11 @@ def _running_batch(query: Any) -> bool:
     return bool(status.get("isTriggerActive")) and status.get("message") in RUNNING_BATCH
 
 
+def _trigger_active(query: Any) -> bool:
+    """Whether a query that has not ended is in a trigger (planning or running a batch)."""
+    return bool(query.isActive and query.status.get("isTriggerActive"))
+
+
 def _in_flight(query: Any, immediate: bool) -> int | None:
     """The batch a query is running (-1 before its first progress), or None to stop it now."""
     if immediate or not _running_batch(query):
@@ -141,14 +146,17 @@ def stop_after_batch(queries: Iterable[Any], immediate: bool, force: threading.E
             done = (in_flight is None or ended or (last and last["batchId"] > in_flight) or not _running_batch(query)
                     or cut_short)
             if done:
+                # Under back-to-back batches the next one may have begun since the checks above.
+                interrupts = cut_short or _trigger_active(query)
                 try:
                     query.stop()
                 except Exception as exc:  # noqa: BLE001 — reported by raise_if_failed_while_stopping
                     errors[query.name] = exc
                 # A batch can fail between the checks above and stop(): the query is still active
-                # then, and stop() does not raise its error. Only a stop that cut a batch short may
-                # leave an error that is no failure of the batch.
-                if (ended or not cut_short) and query.name not in errors:
+                # then, and stop() does not raise its error. Only a stop that cut a trigger short may
+                # leave an error that is no failure of the batch (Spark does not know every
+                # interruption of its state stores for one).
+                if (ended or not interrupts) and query.name not in errors:
                     _note_failure(query, errors)
                 del pending[query]
         time.sleep(0.05)
