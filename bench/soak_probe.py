@@ -23,6 +23,51 @@ def rss_mb(pid: int) -> float | None:
     return None if size is None else size / 2**20
 
 
+def memory_kinds(pid: int) -> dict[str, float]:
+    """A process's resident memory by kind, in MB, and its thread count, from ``/proc/<pid>/status``:
+    anonymous (the heaps of the JVM and of native code), file-backed (mapped jars, libraries, state
+    files) and shared; {} once it is gone.
+
+    >>> import os
+    >>> sorted(memory_kinds(os.getpid()))
+    ['rss_anon_mb', 'rss_file_mb', 'rss_shmem_mb', 'threads']
+    """
+    wanted = {"RssAnon:": "rss_anon_mb", "RssFile:": "rss_file_mb", "RssShmem:": "rss_shmem_mb", "Threads:": "threads"}
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    found = {}
+    for name, value, *_ in (line.split() for line in lines if line.split()[1:]):
+        if name in wanted:
+            found[wanted[name]] = int(value) if name == "Threads:" else int(value) / 1024
+    return found
+
+
+def largest_mappings(pid: int, top: int = 8) -> list[tuple[str, float]]:
+    """The ``top`` mappings of a process by resident memory (``/proc/<pid>/smaps``), as (what, MB):
+    a file's path, ``[heap]``, or ``anon <size>`` for an anonymous mapping of that size.
+
+    >>> import os
+    >>> largest_mappings(os.getpid(), 1)[0][1] > 0
+    True
+    """
+    rss: dict[str, float] = {}
+    try:
+        text = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return []
+    what = ""
+    for line in text.splitlines():
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            what = head[5] if len(head) > 5 else f"anon {(end - start) / 2**20:.0f} MB"
+        elif head and head[0] == "Rss:":
+            rss[what] = rss.get(what, 0.0) + int(head[1]) / 1024
+    return sorted(rss.items(), key=lambda kv: -kv[1])[:top]
+
+
 def parse_jstat_gc(text: str) -> dict[str, float | None]:
     """``jstat -gc`` output (KB; a header line and a value line) as MB of heap used and committed,
     the old generation used, and metaspace (non-heap) used and committed; plus the GC counts.
@@ -103,6 +148,8 @@ class Probe:
             "rss_mb": {"driver_jvm": rss_mb(procs["jvm"]) if procs["jvm"] else None,
                        "python_workers": sum(r for r in worker_rss if r is not None),
                        "cli_python": rss_mb(self.cli_pid)},
+            "driver_jvm": memory_kinds(procs["jvm"]) if procs["jvm"] else {},
+            "driver_mappings": largest_mappings(procs["jvm"]) if procs["jvm"] else [],
             "python_workers": len(procs["workers"]),
             "jvm": jvm_heap(procs["jvm"]) if procs["jvm"] else {},
             "queries": scrape(self.metrics_url) or {},

@@ -160,7 +160,8 @@ def test_a_short_soak_samples_judges_and_checks_its_outputs(tmp_path):
     assert results["stop"]["killed"] is False and results["ended_early"] is False and results["up_after_s"] > 0
     named = results["series"]
     for name in ("rss driver jvm", "rss python workers", "rss cli python", "jvm heap used", "jvm heap committed",
-                 "windows batch duration", "windows latency since ingest p99", "disk checkpoints", "disk output windows"):
+                 "windows batch duration", "windows latency since ingest p99", "disk checkpoints", "disk output windows",
+                 "driver jvm rss anon", "driver jvm rss file", "driver jvm threads"):
         assert name in named, sorted(named)
         assert named[name]["verdict"] in VERDICTS
     assert any(n.startswith("windows state rows ") for n in named), sorted(named)
@@ -168,6 +169,10 @@ def test_a_short_soak_samples_judges_and_checks_its_outputs(tmp_path):
     last = results["samples"][-1]
     assert 100 < last["rss_mb"]["driver_jvm"] < 20_000 and 20 < last["rss_mb"]["cli_python"] < 5_000
     assert 0 < last["jvm"]["heap_used_mb"] <= last["jvm"]["heap_committed_mb"]
+    kinds = last["driver_jvm"]  # the JVM's resident memory split by kind adds up to its whole
+    assert abs(kinds["rss_anon_mb"] + kinds["rss_file_mb"] + kinds["rss_shmem_mb"] - last["rss_mb"]["driver_jvm"]) < 50
+    assert kinds["rss_anon_mb"] > 100 and kinds["threads"] > 20
+    assert sum(mb for _, mb in last["driver_mappings"]) <= last["rss_mb"]["driver_jvm"] + 1
     # state sampled (not necessarily in the last sample: a batch without data can evict every window first)
     assert any(sum(s["queries"]["fleet_windows"]["state_rows"].values()) > 0
                for s in results["samples"] if "fleet_windows" in s["queries"])
