@@ -140,6 +140,8 @@ def series(samples: list[dict]) -> dict[str, dict]:
     for i, s in enumerate(samples):
         for proc, mb in s["rss_mb"].items():
             put(f"rss {proc.replace('_', ' ')}", "MB", i, mb)
+        for kind, mb in s.get("driver_mappings", {}).items():
+            put(f"driver jvm {kind}", "MB", i, mb)
         for kind, value in s.get("driver_jvm", {}).items():
             put(f"driver jvm {kind.removesuffix('_mb').replace('_', ' ')}", "threads" if kind == "threads" else "MB",
                 i, value)
@@ -180,22 +182,6 @@ def print_table(named: dict[str, dict], warmup: float) -> None:
             continue
         print(f"{name:<52} {s['unit']:>9} {first['slope_per_min']:>12.3g} {second['slope_per_min']:>12.3g} "
               f"{first['growth']:>12.3g} {second['growth']:>12.3g}  {s['verdict']}")
-
-
-def mapping_growth(samples: list[dict], warmup: float) -> list[tuple[str, float, float]]:
-    """The driver JVM's largest mappings (``soak_probe.largest_mappings``) at the first sample after the
-    warm-up and at the last, as (what, MB then, MB at the end), the most grown first.
-
-    >>> mapping_growth([{"t_min": 1, "driver_mappings": [["anon 64 MB", 10.0]]},
-    ...                 {"t_min": 2, "driver_mappings": [["anon 64 MB", 50.0], ["[heap]", 5.0]]}], 0.5)
-    [('anon 64 MB', 10.0, 50.0), ('[heap]', 0.0, 5.0)]
-    """
-    after = [s for s in samples if s["t_min"] >= warmup and s.get("driver_mappings")]
-    if len(after) < 2:
-        return []
-    then, end = dict(after[0]["driver_mappings"]), dict(after[-1]["driver_mappings"])
-    rows = [(what, then.get(what, 0.0), mb) for what, mb in end.items()]
-    return sorted(rows, key=lambda r: r[1] - r[2])
 
 
 def print_check(found: dict) -> None:
@@ -326,8 +312,6 @@ def main(argv: list[str] | None = None) -> dict:
     for s in named.values():
         s.update(verdict(s["t_min"], s["values"], args.warmup, s["grows_by_design"]))
     print_table(named, args.warmup)
-    for what, then, now in mapping_growth(run["samples"], args.warmup):
-        print(f"  driver JVM mapping {what:<60} {then:8.0f} -> {now:8.0f} MB resident")
     found = oracle_check(args, uri, work) if not (args.no_check or run["ended_early"]) else None
     results = {"benchmark": "soak", "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                "command": shlex.join([Path(sys.executable).name, *sys.argv]), "machine": machine(),

@@ -44,28 +44,41 @@ def memory_kinds(pid: int) -> dict[str, float]:
     return found
 
 
-def largest_mappings(pid: int, top: int = 8) -> list[tuple[str, float]]:
-    """The ``top`` mappings of a process by resident memory (``/proc/<pid>/smaps``), as (what, MB):
-    a file's path, ``[heap]``, or ``anon <size>`` for an anonymous mapping of that size.
+def mapping_kinds(pid: int) -> dict[str, float]:
+    """A JVM's resident memory by what its mappings hold, in MB (``/proc/<pid>/smaps``): ``java heap``
+    (its largest writable anonymous mapping: the committed heap is one piece), ``code cache`` (anonymous and
+    executable: the JIT's code), ``malloc main`` (the ``[heap]`` of brk), ``native other`` (every
+    other anonymous mapping: malloc's arenas, thread stacks, native libraries' own memory such as
+    RocksDB's) and ``files`` (mapped jars and libraries); {} once it is gone.
 
     >>> import os
-    >>> largest_mappings(os.getpid(), 1)[0][1] > 0
-    True
+    >>> sorted(mapping_kinds(os.getpid()))
+    ['code cache', 'files', 'java heap', 'malloc main', 'native other']
     """
-    rss: dict[str, float] = {}
     try:
         text = Path(f"/proc/{pid}/smaps").read_text()
     except OSError:
-        return []
-    what = ""
+        return {}
+    mappings, head = [], None
     for line in text.splitlines():
-        head = line.split()
-        if head and "-" in head[0] and not head[0].endswith(":"):
-            start, end = (int(x, 16) for x in head[0].split("-"))
-            what = head[5] if len(head) > 5 else f"anon {(end - start) / 2**20:.0f} MB"
-        elif head and head[0] == "Rss:":
-            rss[what] = rss.get(what, 0.0) + int(head[1]) / 1024
-    return sorted(rss.items(), key=lambda kv: -kv[1])[:top]
+        fields = line.split()
+        if fields and "-" in fields[0] and not fields[0].endswith(":"):
+            head = fields
+        elif fields and fields[0] == "Rss:" and head is not None:
+            mappings.append((head, int(fields[1]) / 1024))
+    writable = [(h, mb) for h, mb in mappings if len(h) < 6 and h[1].startswith("rw")]  # not a mere reservation
+    largest = max(writable, key=lambda m: _size(m[0]), default=(None, 0.0))[0]
+    kinds = dict.fromkeys(["java heap", "code cache", "malloc main", "native other", "files"], 0.0)
+    for h, mb in mappings:
+        kind = ("malloc main" if h[5:] == ["[heap]"] else "files" if h[5:] and h[5].startswith("/")
+                else "java heap" if h is largest else "code cache" if "x" in h[1] else "native other")
+        kinds[kind] += mb
+    return kinds
+
+
+def _size(head: list[str]) -> int:
+    start, end = (int(x, 16) for x in head[0].split("-"))
+    return end - start
 
 
 def parse_jstat_gc(text: str) -> dict[str, float | None]:
@@ -149,7 +162,7 @@ class Probe:
                        "python_workers": sum(r for r in worker_rss if r is not None),
                        "cli_python": rss_mb(self.cli_pid)},
             "driver_jvm": memory_kinds(procs["jvm"]) if procs["jvm"] else {},
-            "driver_mappings": largest_mappings(procs["jvm"]) if procs["jvm"] else [],
+            "driver_mappings": mapping_kinds(procs["jvm"]) if procs["jvm"] else {},
             "python_workers": len(procs["workers"]),
             "jvm": jvm_heap(procs["jvm"]) if procs["jvm"] else {},
             "queries": scrape(self.metrics_url) or {},
