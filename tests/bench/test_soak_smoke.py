@@ -170,6 +170,8 @@ def test_a_short_soak_samples_judges_and_checks_its_outputs(tmp_path):
     last = results["samples"][-1]
     assert 100 < last["rss_mb"]["driver_jvm"] < 20_000 and 20 < last["rss_mb"]["cli_python"] < 5_000
     assert 0 < last["jvm"]["heap_used_mb"] <= last["jvm"]["heap_committed_mb"]
+    # a run that goes on commits the driver's heap (2 GB) up front, so its memory does not creep up to it
+    assert all(s["jvm"]["heap_committed_mb"] > 1900 for s in results["samples"] if s["jvm"])
     kinds = last["driver_jvm"]  # the JVM's resident memory split by kind adds up to its whole
     assert abs(kinds["rss_anon_mb"] + kinds["rss_file_mb"] + kinds["rss_shmem_mb"] - last["rss_mb"]["driver_jvm"]) < 50
     assert kinds["rss_anon_mb"] > 100 and kinds["threads"] > 20

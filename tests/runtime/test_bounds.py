@@ -39,6 +39,18 @@ def test_the_flags_set_the_bounds_and_the_users_conf_wins():
     assert from_file.spark_conf()[MAX_MEMORY_MB] == "256" and from_file.max_checkpoint_size == "2g"
 
 
+def test_a_run_that_goes_on_commits_the_drivers_heap_up_front_and_a_bounded_one_does_not():
+    options = "spark.driver.extraJavaOptions"
+    assert build_settings({}, {"job": "fleet"}).spark_conf()[options] == "-Xms2048m"
+    assert build_settings({}, {"job": "fleet", "duration": 60}).spark_conf()[options] == "-Xms2048m"
+    mine = {"spark.driver.memory": "3g", options: "-Dmine=1 -Xms512m"}  # the user's options come last: theirs win
+    assert build_settings({}, {"job": "fleet", "conf": mine}).spark_conf()[options] == "-Xms3072m -Dmine=1 -Xms512m"
+    for bounded in ({"max_events": 1000}, {"trigger": "available-now"}, {"trigger": "once"}):
+        assert options not in build_settings({}, {"job": "fleet", **bounded}).spark_conf(), bounded
+    with pytest.raises(ConfigError, match="invalid spark.driver.memory 'big'"):
+        build_settings({}, {"job": "fleet", "conf": {"spark.driver.memory": "big"}}).spark_conf()
+
+
 @pytest.mark.parametrize(("flag", "value", "says"), [
     ("--max-state-memory", "lots", "invalid --max-state-memory 'lots': give a size above zero with its unit, e.g. 512m"),
     ("--max-state-memory", "512", "invalid --max-state-memory '512': give a size above zero with its unit"),

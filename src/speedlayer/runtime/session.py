@@ -14,7 +14,7 @@ from pathlib import Path
 from speedlayer.core import faults
 from speedlayer.core.errors import ConfigError, EnvironmentProblem
 from speedlayer.core.parallelism import machine_partitions
-from speedlayer.runtime.bounds import bounds_conf
+from speedlayer.runtime.bounds import DEFAULT_DRIVER_MEMORY, DRIVER_MEMORY, bounds_conf
 from speedlayer.runtime.class_archive import class_archive_options, java_binary
 from speedlayer.runtime.jvm_output import jvm_stderr_filtered
 from speedlayer.runtime.package_lock import packages_fetched_one_at_a_time
@@ -41,7 +41,7 @@ DEFAULT_CONF = {
     # helps here: speedlayer reads no partitioned tables, and a stream's join runs no such filter.
     "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
     "spark.sql.optimizer.runtime.bloomFilter.enabled": "false",
-    "spark.driver.memory": "2g",
+    DRIVER_MEMORY: DEFAULT_DRIVER_MEMORY,
     # Python workers (data sources, sinks) give the JVM 15 s by default to accept their connection;
     # on a saturated machine that fails a query with "Python worker failed to connect back".
     "spark.python.authenticate.socketTimeout": "120s",

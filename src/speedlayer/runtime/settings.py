@@ -33,8 +33,10 @@ from speedlayer.runtime.bounds import (
     DEFAULT_RETAIN_BATCHES,
     bounds_conf,
     check_retain_batches,
+    heap_up_front,
     state_memory_mb,
 )
+from speedlayer.runtime.triggers import parse_trigger
 
 DEFAULT_SOURCE = "generator://"
 #: settings of earlier versions that name a job's second stream (now ``inputs``)
@@ -168,12 +170,17 @@ class RunSettings(BaseModel):
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings of this run: the bounds its flags set (``bounds_conf``) under the user's ``conf``,
-        which wins key by key.
+        which wins key by key; a run that goes on until stopped commits the driver's heap up front
+        (``heap_up_front``), a bounded one (``--max-events``, ``available-now``, ``once``) does not.
 
         >>> RunSettings(job="fleet", retain_batches=5).spark_conf()["spark.sql.streaming.minBatchesToRetain"]
         '5'
+        >>> RunSettings(job="fleet").spark_conf()["spark.driver.extraJavaOptions"]
+        '-Xms2048m'
         """
-        return {**bounds_conf(self.max_state_memory, self.retain_batches), **self.conf}
+        conf = {**bounds_conf(self.max_state_memory, self.retain_batches), **self.conf}
+        bounded = self.max_events is not None or parse_trigger(self.trigger).bounded
+        return conf if bounded else heap_up_front(conf)
 
     def with_job_defaults(self, defaults: Mapping[str, str]) -> RunSettings:
         """These settings with the job's own defaults for every setting nobody gave.
