@@ -28,10 +28,20 @@ def load_zones(path: Path = ZONES_CSV) -> list[tuple[float, float, float, float,
                  float(r["speed_limit_kmh"])) for r in csv.DictReader(handle)]
 
 
-def limit_case(zones=None) -> str:
+def limit_case() -> str:
     """The zone limit as Flink SQL over ``lat``/``lon``: the first zone that holds the position (bounds inclusive)."""
-    whens = " ".join(f"WHEN lat BETWEEN {a!r} AND {b!r} AND lon BETWEEN {c!r} AND {d!r} THEN CAST({limit!r} AS DOUBLE)"
-                     for a, b, c, d, limit in (load_zones() if zones is None else zones))
+    return zone_case("speed_limit_kmh")
+
+
+def zone_case(field: str, lat: str = "lat", lon: str = "lon", path: Path = ZONES_CSV) -> str:
+    """One field of the first zone holding ``lat``/``lon`` as Flink SQL: ``zone_id``, ``name`` or ``speed_limit_kmh``."""
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+
+    def value(r: dict[str, str]) -> str:
+        return f"CAST({float(r[field])!r} AS DOUBLE)" if field == "speed_limit_kmh" else "'" + r[field].replace("'", "''") + "'"
+    whens = " ".join(f"WHEN {lat} BETWEEN {float(r['min_lat'])!r} AND {float(r['max_lat'])!r} "
+                     f"AND {lon} BETWEEN {float(r['min_lon'])!r} AND {float(r['max_lon'])!r} THEN {value(r)}" for r in rows)
     return f"CASE {whens} END"
 
 
