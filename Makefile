@@ -47,7 +47,7 @@ test: $(VENV)/.installed-dev
 	-$(VENV)/bin/speedlayer warm-up  # only a faster start: the suite runs without it
 	$(PY) -m tests.servers -- $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
-## bench: the whole job against its speed targets and its peers, every figure from one run (~25 min; ARGS=--quick: ~6 min)
+## bench: the whole job against its speed targets and its peers, every figure from one run (~45 min; ARGS=--quick: ~6 min)
 bench: $(VENV)/.installed-dev
 	$(PY) bench/targets.py $(ARGS)
 

@@ -1,10 +1,10 @@
 """Where the whole fleet job stands against its speed targets, every figure from one run.
 
-    .venv/bin/python bench/targets.py                 # ~25 min: 3 rounds of each part, peers included
+    .venv/bin/python bench/targets.py                 # ~45 min: 3 rounds of each part, peers included
     .venv/bin/python bench/targets.py --quick         # ~6 min: 1 round, small batches, no peers
     .venv/bin/python bench/targets.py --parts latency # one part
 
-Three parts, each one after the other in this process's run (``make bench`` runs them all):
+Four parts, each one after the other in this process's run (``make bench`` runs them all):
 
 - ``whole-job``: the fleet job's seven outputs (windows, sliding, alerts, dead-letters, incidents,
   trips, late) against the same seven written in plain PySpark (``bench/plain_fleet.py``, a query
@@ -16,6 +16,9 @@ Three parts, each one after the other in this process's run (``make bench`` runs
   included, speedlayer against plain PySpark and, with ``--peers``, one Python thread, Bytewax and
   PyFlink (``bench/peers/run_peers.py``, whose ``--setup`` makes their venvs on first use). The ratio is the median of
   per-round ratios of wall times.
+- ``flink-seven``: the seven outputs against the same seven in PyFlink (``bench/flink_seven_check.py``:
+  its check of equal rows, then alternating bounded runs of 200,000 events, start-up included);
+  skipped without the peers (``--quick``).
 - ``latency``: ``make run``'s job (5,000 events/s, windows + alerts + the dashboard) for
   ``--latency-seconds``, its ``/metrics`` read every 5 s; alerts' p99 latency since the event and
   since ingest, the median of the readings of the last 30 s before the last one (and their
@@ -47,7 +50,7 @@ from whole_job import ALL, run_config  # noqa: E402
 SEVEN = "+".join(ALL)
 MAKE_RUN_SOURCE = "generator://?rate=5000&vehicles=2000&seed=7"
 PEER_NAMES = {"python": "one Python thread", "bytewax": "Bytewax", "flink": "PyFlink"}
-PARTS = ("whole-job", "bounded", "latency")
+PARTS = ("whole-job", "bounded", "flink-seven", "latency")
 #: the readings of a latency run's last seconds are its figure: the first batches (the JVM warming
 #: up, every event since the generator's start) take far longer, into the run's second half on a slow host
 STEADY_S = 30
@@ -103,6 +106,14 @@ def bounded(rounds: int, events: int, peers: bool, out_dir: Path) -> dict:
     return {"events": result["events"], "rounds": rounds, "summary": result["summary"], "wall_s": walls,
             "against_plain": {e: speed(e, "plain") for e in ("speedlayer", "speedlayer-fast")},
             "speedlayer_against": {e: speed("speedlayer", e) for e in engines if e not in ("speedlayer", "plain")}}
+
+
+def flink_seven(rounds: int, events: int, out: Path) -> dict:
+    """The seven outputs, speedlayer against PyFlink's (``bench/flink_seven_check.py``: its check of equal
+    rows, then ``rounds`` alternating bounded runs over ``events``), as that script's JSON."""
+    subprocess.run([sys.executable, str(BENCH / "flink_seven_check.py"), "--events", str(events),
+                    "--rounds", str(rounds), "--out", str(out)], check=True)
+    return json.loads(out.read_text())
 
 
 def read_latency(port: int) -> dict[tuple[str, str], float]:
@@ -177,6 +188,12 @@ def table(results: dict) -> str:
             if ratio is not None and peer != "speedlayer-fast":
                 rows.append(f"| the same run, speedlayer against {PEER_NAMES[peer]} | {ratio:.2f}x | ahead (> 1) | "
                             f"{'yes' if ratio > 1 else 'no'} |")
+    if "flink_seven" in results:
+        f = results["flink_seven"]["measure"]
+        ratio = f["median_ratio_flink_over_speedlayer"]
+        rows.append(f"| the seven outputs, bounded {f['events']:,} events, start-up included, speedlayer against "
+                    f"PyFlink's seven | {ratio:.2f}x ({f['median_wall_s']['speedlayer']:.1f} s against "
+                    f"{f['median_wall_s']['flink']:.1f} s) | ahead (> 1) | {'yes' if ratio > 1 else 'no'} |")
     for run in results.get("latency", []):
         how = "`--one-query`" if run["one_query"] else "as `make run`"
         p99 = run["alerts_p99_since_event_s"]
@@ -204,7 +221,7 @@ def main() -> None:
         raise SystemExit(f"--parts: unknown {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
     rounds = args.rounds or (1 if args.quick else 3)
     peers = (not args.quick) if args.peers is None else args.peers
-    if peers and "bounded" in parts:  # made once; a later call finds them
+    if peers and {"bounded", "flink-seven"} & set(parts):  # made once; a later call finds them
         print("the peers' own venvs: bench/peers/run_peers.py --setup", flush=True)
         subprocess.run([sys.executable, str(BENCH / "peers" / "run_peers.py"), "--setup"], check=True)
     out = args.out or BENCH / "results" / ("targets_quick.json" if args.quick else "targets.json")
@@ -216,6 +233,11 @@ def main() -> None:
     if "bounded" in parts:
         with tempfile.TemporaryDirectory(prefix="targets-") as tmp:
             results["bounded"] = bounded(rounds, 200_000 if args.quick else 1_000_000, peers, Path(tmp))
+    if "flink-seven" in parts and not peers:
+        print("flink-seven: skipped, it needs the peers (--peers; --quick leaves them out)", flush=True)
+    elif "flink-seven" in parts:
+        results["flink_seven"] = flink_seven(rounds, 50_000 if args.quick else 200_000,
+                                             out.with_name(out.stem + "_flink_seven.json"))
     if "latency" in parts:
         seconds = args.latency_seconds or (60 if args.quick else 75)
         results["latency"] = [latency(seconds, one_query) for one_query in (False, True)]
