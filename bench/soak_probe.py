@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from speedlayer.core.sizes import tree_size
-from speedlayer.runtime.processes import rss_bytes, run_processes
+from speedlayer.runtime.processes import rss_bytes, run_processes, status_fields
 
 
 def rss_mb(pid: int) -> float | None:
@@ -32,16 +32,10 @@ def memory_kinds(pid: int) -> dict[str, float]:
     >>> sorted(memory_kinds(os.getpid()))
     ['rss_anon_mb', 'rss_file_mb', 'rss_shmem_mb', 'threads']
     """
-    wanted = {"RssAnon:": "rss_anon_mb", "RssFile:": "rss_file_mb", "RssShmem:": "rss_shmem_mb", "Threads:": "threads"}
-    try:
-        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    except OSError:
-        return {}
-    found = {}
-    for name, value, *_ in (line.split() for line in lines if line.split()[1:]):
-        if name in wanted:
-            found[wanted[name]] = int(value) if name == "Threads:" else int(value) / 1024
-    return found
+    fields = status_fields(pid)
+    found: dict[str, float] = {f"rss_{name[3:].lower()}_mb": fields[name] / 1024
+                               for name in ("RssAnon", "RssFile", "RssShmem") if name in fields}
+    return {**found, "threads": fields["Threads"]} if "Threads" in fields else found
 
 
 def mapping_kinds(pid: int) -> dict[str, float]:

@@ -21,11 +21,16 @@ WATERMARK_MS = 5_000
 ZONES_CSV = Path(__file__).resolve().parents[2] / "src" / "speedlayer" / "data" / "zones.csv"
 
 
+def zone_rows(path: Path = ZONES_CSV) -> list[dict[str, str]]:
+    """The zones table's rows as text, in file order (first match wins)."""
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
 def load_zones(path: Path = ZONES_CSV) -> list[tuple[float, float, float, float, float]]:
     """(min_lat, max_lat, min_lon, max_lon, limit) per zone, in file order (first match wins)."""
-    with open(path, newline="") as handle:
-        return [(float(r["min_lat"]), float(r["max_lat"]), float(r["min_lon"]), float(r["max_lon"]),
-                 float(r["speed_limit_kmh"])) for r in csv.DictReader(handle)]
+    return [(float(r["min_lat"]), float(r["max_lat"]), float(r["min_lon"]), float(r["max_lon"]),
+             float(r["speed_limit_kmh"])) for r in zone_rows(path)]
 
 
 def limit_case() -> str:
@@ -35,13 +40,11 @@ def limit_case() -> str:
 
 def zone_case(field: str, lat: str = "lat", lon: str = "lon", path: Path = ZONES_CSV) -> str:
     """One field of the first zone holding ``lat``/``lon`` as Flink SQL: ``zone_id``, ``name`` or ``speed_limit_kmh``."""
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-
     def value(r: dict[str, str]) -> str:
         return f"CAST({float(r[field])!r} AS DOUBLE)" if field == "speed_limit_kmh" else "'" + r[field].replace("'", "''") + "'"
     whens = " ".join(f"WHEN {lat} BETWEEN {float(r['min_lat'])!r} AND {float(r['max_lat'])!r} "
-                     f"AND {lon} BETWEEN {float(r['min_lon'])!r} AND {float(r['max_lon'])!r} THEN {value(r)}" for r in rows)
+                     f"AND {lon} BETWEEN {float(r['min_lon'])!r} AND {float(r['max_lon'])!r} THEN {value(r)}"
+                     for r in zone_rows(path))
     return f"CASE {whens} END"
 
 

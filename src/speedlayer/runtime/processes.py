@@ -18,19 +18,32 @@ from pathlib import Path
 DRIVER_CLASS = "org.apache.spark.deploy.SparkSubmit"
 
 
+def status_fields(pid: int) -> dict[str, int]:
+    """The numeric fields of ``/proc/<pid>/status`` by name (sizes in kB, as Linux gives them); {} once it is gone.
+
+    >>> status_fields(os.getpid())["Threads"] >= 1
+    True
+    """
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    fields = {}
+    for name, _, value in (line.partition(":") for line in lines):
+        first = value.split()[:1]
+        if first and first[0].isdigit():
+            fields[name] = int(first[0])
+    return fields
+
+
 def rss_bytes(pid: int) -> int | None:
     """Resident memory of a process (``/proc/<pid>/status``, VmRSS) in bytes; None once it is gone.
 
     >>> rss_bytes(os.getpid()) > 0
     True
     """
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        return None
-    return None
+    kb = status_fields(pid).get("VmRSS")
+    return None if kb is None else kb * 1024
 
 
 def process_table() -> dict[int, tuple[int, str, list[str]]]:

@@ -302,11 +302,14 @@ class Run:
     def _stop_flushed(self) -> bool:
         """Stop each bounded query that has read its last event and flushed its windows (its batches from
         here on would be empty, and take the cores the others still need); whether every query is done."""
-        for query in self.queries:
-            if query.name not in self._flushed and query.isActive and self._bounded_done(query):
+        for query in self._unflushed():
+            if query.isActive and self._bounded_done(query):
                 self._early_stop_errors.update(stop_after_batch([query], False, self.force_stop))
                 self._flushed.add(query.name)
-        return all(q.name in self._flushed for q in self.queries)
+        return not self._unflushed()
+
+    def _unflushed(self) -> list:  # those flushed answer for their stop in _early_stop_errors
+        return [q for q in self.queries if q.name not in self._flushed]
 
     def wait(self) -> RunSummary:
         """Block until the run ends (bounded input done, --duration over, stop requested, or failure)."""
@@ -315,9 +318,7 @@ class Run:
         stopped_by = "end of input"
         try:
             while True:
-                # a query stopped once flushed answers for its stop in _early_stop_errors
-                failed = next((q for q in self.queries if q.name not in self._flushed and not q.isActive
-                               and q.exception() is not None), None)
+                failed = next((q for q in self._unflushed() if not q.isActive and q.exception() is not None), None)
                 if failed is not None and self._restarted(failed):
                     continue
                 for side in [q for q in self.side_queries if not q.isActive and q.exception() is not None]:
@@ -330,7 +331,7 @@ class Run:
                     stopped_by = f"--max-events {settings.max_events}"
                     break
                 if all(not q.isActive for q in self.queries):
-                    if any(q.name not in self._flushed and q.exception() is not None for q in self.queries):
+                    if any(q.exception() is not None for q in self._unflushed()):
                         continue  # one ended since the check above: restart it or fail the run there
                     break
                 if self.stop_requested.is_set():
@@ -363,8 +364,7 @@ class Run:
         """Stop the queries after their in-flight batch (the dashboard's side queries too, so the batch a
         bounded run ends with reaches its views); returns what ``stop()`` raised, by query name."""
         immediate = self.plan.trigger.continuous or self.plan.trigger.realtime
-        running = [q for q in self.queries if q.name not in self._flushed]  # the flushed answered for their stop
-        errors = stop_after_batch([*self.side_queries, *running], immediate, self.force_stop)
+        errors = stop_after_batch([*self.side_queries, *self._unflushed()], immediate, self.force_stop)
         # The listener bus delivers progress reports late: the summary must hold the last batches.
         self.tracker.wait_terminated([q.name for q in self.queries])
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 from speedlayer.core import faults
 from speedlayer.core.errors import ConfigError, EnvironmentProblem
 from speedlayer.core.parallelism import machine_partitions
-from speedlayer.runtime.bounds import DEFAULT_DRIVER_MEMORY, DRIVER_MEMORY, bounds_conf
+from speedlayer.runtime.bounds import DEFAULT_DRIVER_MEMORY, DRIVER_JAVA_OPTIONS, DRIVER_MEMORY, bounds_conf
 from speedlayer.runtime.class_archive import class_archive_options, java_binary
 from speedlayer.runtime.jvm_output import jvm_stderr_filtered
 from speedlayer.runtime.package_lock import packages_fetched_one_at_a_time
@@ -293,7 +293,7 @@ def _session_settings(master: str, conf: Mapping[str, str], log_file: Path, spar
         os.environ.setdefault(name, value)  # read by the JVM when it starts
     # each shuffle partition carries its own state store: few on a small machine
     settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(machine_partitions()), **network, **conf}
-    for key, ours in (("spark.driver.extraJavaOptions", f"{logging_opts} {JIT_FLAGS} {class_archive_options()}"),
+    for key, ours in ((DRIVER_JAVA_OPTIONS, f"{logging_opts} {JIT_FLAGS} {class_archive_options()}"),
                       ("spark.executor.extraJavaOptions", JIT_FLAGS)):
         settings[key] = f"{ours} {settings.get(key, '')}".strip()
     return settings

@@ -36,6 +36,7 @@ from speedlayer.runtime.bounds import (
     heap_up_front,
     state_memory_mb,
 )
+from speedlayer.runtime.triggers import parse_trigger
 
 DEFAULT_SOURCE = "generator://"
 #: settings of earlier versions that name a job's second stream (now ``inputs``)
@@ -177,8 +178,6 @@ class RunSettings(BaseModel):
         >>> RunSettings(job="fleet").spark_conf()["spark.driver.extraJavaOptions"]
         '-Xms2048m'
         """
-        from speedlayer.runtime.triggers import parse_trigger  # imports PySpark: not at `--help` time
-
         conf = {**bounds_conf(self.max_state_memory, self.retain_batches), **self.conf}
         bounded = self.max_events is not None or parse_trigger(self.trigger).bounded
         return conf if bounded else heap_up_front(conf)

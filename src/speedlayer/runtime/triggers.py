@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from pyspark.sql.streaming import DataStreamWriter
+from typing import TYPE_CHECKING
 
 from speedlayer.core.durations import format_duration, parse_duration
 from speedlayer.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import DataStreamWriter
 
 KINDS = ("processing", "available-now", "once", "continuous", "realtime")
 HINT = "use processing:5s, processing:0s, available-now, once, continuous:1s or realtime:5min"
