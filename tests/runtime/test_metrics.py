@@ -130,6 +130,34 @@ def test_terminal_view_shows_rates_and_latency(tmp_path):
     assert "2,600ms / 5,600ms / 6,400ms (event)" in shown(no_ingest)
 
 
+def test_a_run_without_a_live_view_logs_each_querys_progress(tmp_path):
+    import io
+    import time
+
+    from rich.console import Console
+
+    from speedlayer.monitor.view import ProgressLog
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
+
+    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:", "alerts": "memory:"},
+                                         state_dir=str(tmp_path))))
+    run.tracker.record(RECORDED[0])
+    log = ProgressLog(Console(file=io.StringIO(), record=True, width=80), every_s=0.05)
+    log.attach(run)
+    deadline = time.monotonic() + 10
+    while "alerts" not in log.console.export_text(clear=False) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    log.close()
+    lines = log.console.export_text().splitlines()
+    time.sleep(0.3)
+    assert log.console.export_text() == ""  # closed: nothing more is printed
+    windows = next(line for line in lines if " windows: " in line)  # one line each, however narrow the console
+    assert "batches, input 2,000 rows/s" in windows and "latency since ingest p50/p95/p99 1,800ms / 4,700ms / 5,500ms" in windows
+    assert any(line.endswith(" alerts: no batch yet") for line in lines)
+
+
 def test_terminal_view_shows_the_executors_and_the_last_lost_one(tmp_path):
     from rich.console import Console
 

@@ -14,7 +14,7 @@ from speedlayer.cli.debug import quiet_query_context_logs
 from speedlayer.core.sizes import human_size
 from speedlayer.monitor.dashboard import DEFAULT_PORT, DashboardServer, open_server
 from speedlayer.monitor.feed import ResultsFeed
-from speedlayer.monitor.view import LiveView
+from speedlayer.monitor.view import LiveView, ProgressLog
 from speedlayer.runtime.plan import plan_run
 from speedlayer.runtime.run import Run
 from speedlayer.runtime.session import build_session, check_java, check_master, exposure_note
@@ -98,6 +98,7 @@ def _execute(run: Run, settings: RunSettings, live: bool, console: Console, erro
     plan = run.plan
     spark = _start_spark(run, settings, errors, endpoint)
     view = LiveView(console) if live else None
+    log = None if live else ProgressLog(errors)
     feed = ResultsFeed(feeds=[n for n, o in plan.job.outputs.items() if not o.stateful]) if dashboard else None
     for query in plan.queries:
         if query.sink.shows_batches:
@@ -116,6 +117,8 @@ def _execute(run: Run, settings: RunSettings, live: bool, console: Console, erro
             errors.print(f"Prometheus metrics: {metrics.url}/metrics", soft_wrap=True)
         if view is not None:
             view.attach(run)
+        if log is not None:
+            log.attach(run)
         if endpoint is not None:
             endpoint.publish(run.spark, plan)
             errors.print(f"ad-hoc SQL: speedlayer sql --state-dir {plan.state_dir} (Spark Connect on {endpoint.url}, "
@@ -142,6 +145,8 @@ def _execute(run: Run, settings: RunSettings, live: bool, console: Console, erro
     finally:
         if view is not None:
             view.close()
+        if log is not None:
+            log.close()
         signal.signal(signal.SIGINT, previous)
     console.print(summary_table(summary))
     if not plan.temporary_state:

@@ -1,4 +1,5 @@
-"""The live terminal view of a run (rich): rates per query and the latest rows of each console output."""
+"""The live terminal view of a run (rich): rates per query and the latest rows of each console output; where
+no view redraws, the same figures as a progress log."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from speedlayer.sinks.console import BatchView, render_table
 
 if TYPE_CHECKING:
     from speedlayer.runtime.run import Run
+
+
+#: how often a run without a live view logs each query's progress
+PROGRESS_EVERY_S = 60.0
 
 
 def _ms(value: int | None) -> str:
@@ -38,31 +43,84 @@ def executors_line(run: Run) -> str | None:
     return line
 
 
-def rates_table(run: Run) -> Table:
-    """One row per query: batches, rates, last batch time, latency p50/p95/p99 since ingest (since the event, marked,
-    where the source stamps no ingest time), watermark and its lag."""
-    table = Table(title="queries", title_justify="left", expand=False)
-    columns = ("output", "sink", "mode", "batches", "input rows/s", "processed rows/s", "batch",
-               "latency since ingest p50/p95/p99", "watermark", "wm lag")
-    for column in columns:
-        table.add_column(column, justify="left" if column in ("output", "sink", "mode", "watermark") else "right")
+def query_figures(run: Run) -> list[dict[str, str]]:
+    """Each query's figures as the view shows them: batches, rates, last batch time, latency p50/p95/p99 since
+    ingest (since the event, marked, where the source stamps no ingest time), watermark and its lag."""
     progress = run.tracker.snapshot()
+    figures = []
     for qp in run.plan.queries:
         p = progress.get(qp.name)
         m = p.latest if p else None
         since, latency = p.leading_latency if p else ("ingest", {})
-        table.add_row(
-            qp.output.name, qp.sink.describe(), qp.mode,
-            str(p.batches) if p else "0",
-            f"{p.input_rate:,.0f}" if p else "-",
-            f"{p.processing_rate:,.0f}" if p else "-",
-            _ms(p.batch_ms) if p else "-",
-            " / ".join(_ms(latency.get(q)) for q in ("p50", "p95", "p99")) + ("" if since == "ingest" else " (event)")
-            if latency else "-",
-            (p.watermark or "-").replace("T", " ").removesuffix(".000Z") if p else "-",
-            _ms(m.watermark_lag_ms) if m else "-",
-        )
+        figures.append({
+            "output": qp.output.name, "sink": qp.sink.describe(), "mode": qp.mode,
+            "batches": str(p.batches) if p else "0",
+            "input rows/s": f"{p.input_rate:,.0f}" if p else "-",
+            "processed rows/s": f"{p.processing_rate:,.0f}" if p else "-",
+            "batch": _ms(p.batch_ms) if p else "-",
+            "latency since ingest p50/p95/p99": " / ".join(_ms(latency.get(q)) for q in ("p50", "p95", "p99"))
+            + ("" if since == "ingest" else " (event)") if latency else "-",
+            "watermark": (p.watermark or "-").replace("T", " ").removesuffix(".000Z") if p else "-",
+            "wm lag": _ms(m.watermark_lag_ms) if m else "-",
+        })
+    return figures
+
+
+def rates_table(run: Run) -> Table:
+    """One row per query, of ``query_figures``."""
+    table = Table(title="queries", title_justify="left", expand=False)
+    figures = query_figures(run)
+    columns = list(figures[0]) if figures else ["output"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("output", "sink", "mode", "watermark") else "right")
+    for row in figures:
+        table.add_row(*row.values())
     return table
+
+
+def progress_lines(run: Run) -> list[str]:
+    """A line per query for a log, where no view redraws (output not a terminal, ``--no-live``).
+
+    >>> progress_lines(run)  # doctest: +SKIP
+    ['windows: 12 batches, input 5,012 rows/s, processed 6,100 rows/s, batch 1,200ms, latency since ingest ...']
+    """
+    lines = []
+    for row in query_figures(run):
+        if row["batches"] == "0":
+            lines.append(f"{row['output']}: no batch yet")
+            continue
+        lines.append(f"{row['output']}: {row['batches']} batches, input {row['input rows/s']} rows/s, processed "
+                     f"{row['processed rows/s']} rows/s, batch {row['batch']}, latency since ingest p50/p95/p99 "
+                     f"{row['latency since ingest p50/p95/p99']}, watermark {row['watermark']} (lag {row['wm lag']})")
+    return lines
+
+
+class ProgressLog:
+    """Prints ``progress_lines`` every ``every_s`` seconds while a run goes on, so that a run whose
+    output goes to a file or a service's journal says how it does."""
+
+    def __init__(self, console: Console, every_s: float = PROGRESS_EVERY_S):
+        self.console = console
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def attach(self, run: Run) -> None:
+        started = time.monotonic()
+
+        def loop() -> None:
+            while not self._stop.wait(self.every_s):
+                elapsed = time.monotonic() - started
+                for line in progress_lines(run):
+                    self.console.print(f"{elapsed:,.0f}s {line}", soft_wrap=True, markup=False, highlight=False)
+
+        self._thread = threading.Thread(target=loop, name="speedlayer-progress-log", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
 
 
 class LiveView:
