@@ -38,6 +38,10 @@ class KafkaTopics:
         self.created.append(name)
         return name
 
+    def names(self) -> set[str]:
+        """Every topic the broker holds now."""
+        return set(self._admin().list_topics(timeout=30).topics)
+
     def recreate(self, name: str, partitions: int = 2, config: dict[str, str] | None = None) -> None:
         """Create topic ``name`` (again, after ``delete``: the broker may still be removing the old one)."""
         from confluent_kafka import KafkaException

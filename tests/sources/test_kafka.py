@@ -77,6 +77,19 @@ def test_unreachable_brokers_are_reported_before_start():
         open_source(f"kafka://127.0.0.1:{port}/t").check()
 
 
+def test_a_topic_the_broker_does_not_hold_is_named_before_start(kafka, tmp_path):
+    from speedlayer.runtime.run_state import prepare_state
+
+    held = kafka.create(partitions=1)
+    missing = f"{held}_typo"
+    settings = RunSettings(job="fleet", source=f"kafka://{kafka.bootstrap}/{held},{missing}",
+                           sinks={"alerts": f"parquet:{tmp_path / 'out'}"}, state_dir=str(tmp_path / "st"))
+    with pytest.raises(SourceError, match=f"Kafka at {kafka.bootstrap} has no topic {missing}: fix the name .*"
+                                          f"speedlayer produce --to kafka://{kafka.bootstrap}/{missing} creates it"):
+        prepare_state(plan_run(settings))
+    assert missing not in kafka.names()  # asking did not create it
+
+
 def test_realtime_is_planned_for_kafka_only_in_update_mode():
     p = plan_run(RunSettings(job="fleet", source="kafka://localhost:9092/t", trigger="realtime:1min",
                              sinks={"dead-letters": "console:"}))

@@ -180,14 +180,29 @@ def admin_client(bootstrap: str, options: dict[str, str] | None = None) -> Any:
                         **security_settings(options or {})}, logger=quiet())
 
 
-def topic_partitions(brokers: list[str], topics: list[str], options: dict[str, str]) -> dict[str, int]:
+def topic_partitions(brokers: list[str], topics: list[str], options: dict[str, str],
+                     timeout_s: float = CONNECT_TIMEOUT_S * 5) -> dict[str, int]:
     """How many partitions each of ``topics`` has (topics the broker does not know yet are left out)."""
     kafka = kafka_client()
     try:
-        metadata = admin_client(",".join(brokers), options).list_topics(timeout=CONNECT_TIMEOUT_S * 5)
+        metadata = admin_client(",".join(brokers), options).list_topics(timeout=timeout_s)
     except kafka.KafkaException as exc:
         raise SourceError(f"could not list the topics at {', '.join(brokers)}: {exc.args[0].str()}") from None
     return {t: len(metadata.topics[t].partitions) for t in topics if t in metadata.topics}
+
+
+def check_topics(brokers: list[str], topics: list[str], options: dict[str, str]) -> None:
+    """Fail in one line when the brokers answer and hold none of a topic a run reads; when they cannot be
+    asked (no confluent-kafka, a listing that fails), Spark's reader says what it finds."""
+    try:
+        found = topic_partitions(brokers, topics, options, timeout_s=CONNECT_TIMEOUT_S)
+    except (ConfigError, SourceError):
+        return
+    missing = [t for t in topics if t not in found]
+    if missing:
+        where = ",".join(brokers)
+        raise SourceError(f"Kafka at {where} has no topic {', '.join(missing)}: fix the name in the kafka:// URI, or "
+                          f"create it first (speedlayer produce --to kafka://{where}/{missing[0]} creates it)")
 
 
 def is_secret(option: str) -> bool:
@@ -301,6 +316,7 @@ class KafkaSource(Source):
 
     def check(self) -> None:
         check_brokers(self.brokers, SourceError)
+        check_topics(self.brokers, self.topics, self.client_options)
 
     def explain_failure(self, text: str) -> str | None:
         return data_loss(text) or lost_brokers(text, self.brokers) or refused_settings(text)
