@@ -13,8 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 #: Java options of every JVM the tests start (this session's, the CLI's, the test cluster's): the tests
 #: run small data, where C1 alone compiles enough and a serial collector wastes no threads on 2 cores;
-#: their temporary files go where the run's do (tests/servers.py gives a run one directory).
-TEST_JVM_OPTIONS = f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Djava.io.tmpdir={tempfile.gettempdir()}"
+#: their temporary files go where the run's do (tests/servers.py gives a run one directory). C1 alone
+#: reserves a code cache of 48 MB, which a test process's hundreds of queries fill: the JVM then stops
+#: compiling and fails making method handles (the SparkContext shut down mid-test); 240 MB is reserved, not used.
+TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC "
+                    f"-Djava.io.tmpdir={tempfile.gettempdir()}")
 os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTIONS)  # read by spark-submit, which starts each driver JVM
 #: test modules that start many processes of their own (the standalone cluster, killed runs): under
 #: ``pytest -n 2 --dist loadgroup`` one test process runs them all, one after another

@@ -273,7 +273,7 @@ class Kafka(LocalServer):
     """
 
     name = "Kafka"
-    JVM = ["-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+    JVM = ["-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m",
            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
 
     def __init__(self) -> None:
