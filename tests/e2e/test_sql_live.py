@@ -93,3 +93,18 @@ def test_another_host_opens_the_endpoint_with_its_token(tmp_path):
     assert conf["spark.connect.grpc.binding.port"] == "1"  # what the user sets wins
     assert endpoint.url == f"sc://localhost:{endpoint.port}"  # a client on this machine sends its token without TLS
     assert Path(conf["spark.scheduler.allocation.file"]).read_text().count("<pool ") == 2
+
+
+
+def test_a_given_port_that_is_taken_is_one_line_before_spark_starts():
+    import socket
+
+    import pytest
+
+    from speedlayer.core.errors import ConfigError
+
+    with socket.create_server(("127.0.0.1", 0)) as squatter:
+        port = squatter.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"--sql-port {port} is taken on 127.0.0.1: give another, or leave "
+                                              "--sql-port out"):
+            SqlEndpoint.open("127.0.0.1", port)

@@ -14,6 +14,7 @@ owner only: ``speedlayer sql`` finds it there; a notebook attaches with the URL 
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import os
@@ -51,26 +52,37 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _free_port(host: str) -> int:
+def _free_port(host: str, port: int = 0) -> int:
+    """``port`` if it is free on ``host``, or a free one (``port`` 0); one line when neither can be had.
+
+    >>> _free_port("127.0.0.1") > 0
+    True
+    """
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         try:
-            s.bind((host, 0))
+            s.bind((host, port))
         except OSError as exc:
+            if port and exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"--sql-port {port} is taken on {host}: give another, or leave --sql-port out "
+                                  "(a free port is picked)") from None
             raise ConfigError(f"--sql-host {host}: cannot listen there ({exc.strerror}): give an address of "
                               "this machine") from None
         return s.getsockname()[1]
 
 
-@dataclass(frozen=True)
+@dataclass
 class SqlEndpoint:
     host: str
+    #: the port given, or 0 until ``publish`` reads the free one Spark bound (a port picked here
+    #: beforehand could be taken by another process before Spark binds it)
     port: int
     token: str
 
     @classmethod
     def open(cls, host: str, port: int | None) -> SqlEndpoint:
-        """Where a run's endpoint will listen: ``port``, or a free one; a new token."""
-        return cls(host, port or _free_port(host), secrets.token_urlsafe(24))
+        """Where a run's endpoint will listen (``host`` and a given ``port`` checked free); a new token."""
+        _free_port(host, port or 0)
+        return cls(host, port or 0, secrets.token_urlsafe(24))
 
     @property
     def url(self) -> str:
@@ -100,8 +112,10 @@ class SqlEndpoint:
 
     def publish(self, spark: Any, plan: Any) -> Path:
         """Once the run's queries run: each memory output as a global view (``global_temp.<output>``,
-        what Connect's sessions share), and where it listens with its token written for ``speedlayer
-        sql``, readable by this user only."""
+        what Connect's sessions share), and where it listens (the port Spark bound) with its token
+        written for ``speedlayer sql``, readable by this user only."""
+        service = getattr(spark._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$")
+        self.port = service.__getattr__("MODULE$").localPort()  # a Scala object: no static forwarder for it
         for qp in plan.queries:
             if qp.sink.scheme == "memory":
                 spark.table(qp.name).createOrReplaceGlobalTempView(sql_name(qp.output.name))
