@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from collections import Counter
 
 from pyspark.sql import functions as F
@@ -66,6 +68,37 @@ def test_wordcounts_tap_shows_each_batchs_counts_as_the_job_computes_them(spark,
         view = seen[batch_id]["batch-counts"]
         assert view.columns == ["batch_id", "word", "count"]
         assert {(b, w, c) for b, w, c in view.rows} == {(batch_id, w, c) for w, c in want.items()}
+
+
+def test_the_tap_starts_a_batch_each_interval_at_most_beside_back_to_back_outputs(spark, tmp_path):
+    """Its map and feeds need no haste, and each of its batches costs the CPU the outputs' queries need."""
+    from datetime import datetime
+
+    land(tmp_path / "landing", [f"word{i} word\n" for i in range(4)])
+    settings = RunSettings(job="wordcount", source=f"files:{tmp_path / 'landing'}?format=text&max_files_per_trigger=1",
+                           trigger="processing:0s", duration=60, state_dir=str(tmp_path / "state"),
+                           sinks={"totals": "memory:tap_paced"})
+    taps = []
+
+    def on_started(run: Run) -> None:
+        taps.append(start_tap(run, ResultsFeed(), every_ms=2000))
+
+    def stop_when_tapped(run: Run) -> None:
+        while sum(p["numInputRows"] for p in taps[0].recentProgress) < 4:
+            time.sleep(0.1)
+        run.stop_requested.set()
+
+    run = Run(spark, plan_run(settings), on_started=on_started)
+    run.start()
+    threading.Thread(target=stop_when_tapped, args=(run,), daemon=True).start()
+    run.wait()
+    starts = [datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")) for p in taps[0].recentProgress
+              if p["numInputRows"]]
+    assert len(starts) == 4  # a file each
+    # Back to back, three batches here start within two seconds; Spark starts a batch of a 2-s trigger on
+    # the next multiple of 2 s after the last one's start: one start in each 2-s slot.
+    slots = [int(t.timestamp() * 1000) // 2000 for t in starts]
+    assert len(set(slots)) == 4, [t.isoformat() for t in starts]
 
 
 ORDER = EventSchema("order line", (Field("order_id", "string"), Field("amount", "double"), Field("event_time", "timestamp")),

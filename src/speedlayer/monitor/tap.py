@@ -25,6 +25,7 @@ from speedlayer.core.errors import SpeedlayerError
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.runtime.build import batch_outputs
 from speedlayer.runtime.shared import main_readers
+from speedlayer.runtime.triggers import Trigger
 from speedlayer.sinks.console import newest_rows
 
 if TYPE_CHECKING:
@@ -34,6 +35,9 @@ log = logging.getLogger("speedlayer.monitor")
 
 #: rows of each tapped output kept per batch
 TAP_ROWS = 30
+#: the tap's batches start at most this often: a map and feeds redrawn every few seconds are enough, and
+#: each batch's fixed cost (planning, a job, checkpoint writes) is CPU the outputs' own queries need
+TAP_EVERY_MS = 5_000
 
 
 def tapped_outputs(run: Run, feed: ResultsFeed) -> list[str]:
@@ -42,8 +46,9 @@ def tapped_outputs(run: Run, feed: ResultsFeed) -> list[str]:
             if out.stateful is False and not out.inputs and name != "dead-letters" and name not in feed.fed_by_sink]
 
 
-def start_tap(run: Run, feed: ResultsFeed) -> Any | None:
-    """Start the tap query (micro-batch runs only); None with a logged reason when it cannot run."""
+def start_tap(run: Run, feed: ResultsFeed, every_ms: int = TAP_EVERY_MS) -> Any | None:
+    """Start the tap query (micro-batch runs only); in a run that goes on until stopped, a batch every
+    ``every_ms`` at most (the run's interval when longer); None with a logged reason when it cannot run."""
     plan = run.plan
     if plan.trigger.continuous or plan.trigger.realtime:
         return None
@@ -84,4 +89,7 @@ def start_tap(run: Run, feed: ResultsFeed) -> Any | None:
     writer = (plan.source.read_stream(run.spark, plan.settings.max_events).writeStream
               .queryName(f"{plan.job.name}_dashboard")
               .option("checkpointLocation", str(plan.state_dir / "dashboard-checkpoint")))
-    return plan.trigger.apply(writer).foreachBatch(collect).start()
+    trigger = plan.trigger  # a run bounded by --max-events keeps its pace: its page ends with its last events
+    if trigger.kind == "processing" and plan.settings.max_events is None and trigger.interval_ms < every_ms:
+        trigger = Trigger("processing", every_ms)
+    return trigger.apply(writer).foreachBatch(collect).start()
