@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> dict:
                **run, "series": named, "oracle": found}
     label = f"{args.minutes:g}min"
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / f"soak-{label}.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    (args.out_dir / f"soak-{label}.json").write_text(json.dumps(results, separators=(",", ":"), default=str) + "\n")
     plot(named, args.warmup, f"soak: fleet job, {args.minutes:g} min at {args.rate:,} events/s "
          f"({results['machine']['cores']} cores)", args.out_dir / f"soak-{label}.png")
     stopped = run["stop"]
