@@ -119,8 +119,7 @@ def _execute(run: Run, settings: RunSettings, live: bool, console: Console, erro
             view.attach(run)
         if log is not None:
             log.attach(run)
-        if endpoint is not None:
-            endpoint.publish(run.spark, plan)
+        if endpoint is not None and endpoint.publish(run.spark, plan) is not None:
             errors.print(f"ad-hoc SQL: speedlayer sql --state-dir {plan.state_dir} (Spark Connect on {endpoint.url}, "
                          f"its token in {plan.state_dir / ENDPOINT_FILE})", soft_wrap=True)
 

@@ -110,12 +110,19 @@ class SqlEndpoint:
                 **user_conf,
                 "spark.plugins": ",".join([*plugins, "org.apache.spark.sql.connect.SparkConnectPlugin"])}
 
-    def publish(self, spark: Any, plan: Any) -> Path:
+    def publish(self, spark: Any, plan: Any) -> Path | None:
         """Once the run's queries run: each memory output as a global view (``global_temp.<output>``,
         what Connect's sessions share), and where it listens (the port Spark bound) with its token
-        written for ``speedlayer sql``, readable by this user only."""
+        written for ``speedlayer sql``, readable by this user only. None when the session serves no
+        Spark Connect (one made before the run, without the plugin: a run inside a test or a notebook)."""
         service = getattr(spark._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$")
-        self.port = service.__getattr__("MODULE$").localPort()  # a Scala object: no static forwarder for it
+        try:
+            port = service.__getattr__("MODULE$").localPort()  # a Scala object: no static forwarder for it
+        except Exception:  # noqa: BLE001 — no server was started in this session
+            return None
+        if port <= 0:
+            return None
+        self.port = port
         for qp in plan.queries:
             if qp.sink.scheme == "memory":
                 spark.table(qp.name).createOrReplaceGlobalTempView(sql_name(qp.output.name))
