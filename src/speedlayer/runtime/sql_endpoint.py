@@ -115,8 +115,8 @@ class SqlEndpoint:
         what Connect's sessions share), and where it listens (the port Spark bound) with its token
         written for ``speedlayer sql``, readable by this user only. None when the session serves no
         Spark Connect (one made before the run, without the plugin: a run inside a test or a notebook)."""
-        service = getattr(spark._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$")
         try:
+            service = getattr(spark._jvm.org.apache.spark.sql.connect.service, "SparkConnectService$")
             port = service.__getattr__("MODULE$").localPort()  # a Scala object: no static forwarder for it
         except Exception:  # noqa: BLE001 — no server was started in this session
             return None
