@@ -98,20 +98,6 @@ def test_the_warning_comes_once_per_crossing_and_the_disk_is_walked_at_most_ever
         "the run's checkpoints hold 101 B on disk", "the state's memory is 1.5 KiB (stateOperators' memoryUsedBytes)"}
 
 
-def test_stores_sharing_one_bounded_cache_count_it_once():
-    class Batch:
-        def __init__(self, query, *memory):
-            self.query, self.state = query, [type("Op", (), {"memory_bytes": m})() for m in memory]
-
-    told = []
-    shared = BoundsWatch([], None, 1000, told.append, shared_cache=True)
-    for query in ("q1", "q2"):  # every store reports the one cache they share: 600 bytes, under 1,000
-        shared.batch_committed(Batch(query, 600, 600))
-    assert told == []
-    shared.batch_committed(Batch("q1", 1200, 1200))
-    assert len(told) == 1 and told[0].startswith("the state's memory is 1.2 KiB")
-
-
 def test_a_run_keeps_what_retain_batches_says_shows_its_checkpoint_size_and_warns_once(spark, capfd, tmp_path):
     from speedlayer.cli.app import main
 

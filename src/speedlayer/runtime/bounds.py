@@ -85,9 +85,9 @@ def bounds_conf(max_state_memory: str = DEFAULT_MAX_STATE_MEMORY,
 class BoundsWatch:
     """Warns once per crossing when the checkpoints pass ``max_checkpoint_bytes`` or the state's memory,
     as Spark's progress reports it (``stateOperators[].memoryUsedBytes``, the newest batch of each
-    query), passes ``max_state_bytes``. Either bound may be None (not watched). Where RocksDB's
-    memory is bounded, all stores share one cache and each reports it (``shared_cache``): the
-    largest report counts, else their sum.
+    query, summed), passes ``max_state_bytes``. Either bound may be None (not watched). Where RocksDB's
+    memory is bounded, all stores share one cache and Spark reports each store's even share of what
+    the cache holds, so the sum over the run's queries is the cache's use, as it is when unbounded.
 
     >>> watch = BoundsWatch([Path("state/checkpoints/windows")], 1 << 30, None, print)  # doctest: +SKIP
     >>> tracker.subscribe(watch.batch_committed)  # doctest: +SKIP
@@ -95,11 +95,10 @@ class BoundsWatch:
 
     def __init__(self, checkpoints: Sequence[Path], max_checkpoint_bytes: int | None, max_state_bytes: int | None,
                  notify: Callable[[str], None], every_s: float = CHECK_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic, shared_cache: bool = False):
+                 clock: Callable[[], float] = time.monotonic):
         self.checkpoints = list(dict.fromkeys(checkpoints))
         self.max_checkpoint_bytes, self.max_state_bytes = max_checkpoint_bytes, max_state_bytes
         self._notify, self._every_s, self._clock = notify, every_s, clock
-        self._shared_cache = shared_cache
         self._checked_at: float | None = None
         self._memory: dict[str, int] = {}
         self._over = {"checkpoint": False, "memory": False}
@@ -109,8 +108,8 @@ class BoundsWatch:
         """Told after each committed batch (``ProgressTracker.subscribe``)."""
         with self._lock:
             if self.max_state_bytes is not None:
-                self._memory[metrics.query] = self._combined([op.memory_bytes for op in metrics.state])
-                used = self._combined(list(self._memory.values()))
+                self._memory[metrics.query] = sum(op.memory_bytes for op in metrics.state)
+                used = sum(self._memory.values())
                 if self._crossed("memory", used > self.max_state_bytes):
                     self._notify(f"the state's memory is {human_size(used)} (stateOperators' memoryUsedBytes), over "
                                  f"--max-state-memory {human_size(self.max_state_bytes)}: give more with --max-state-memory "
@@ -126,9 +125,6 @@ class BoundsWatch:
                 self._notify(f"the run's checkpoints hold {human_size(size)} on disk, over --max-checkpoint-size "
                              f"{human_size(self.max_checkpoint_bytes)}: lower --retain-batches, shorten the watermark "
                              "or the windows (less state), or give the state directory a bigger disk")
-
-    def _combined(self, reports: list[int]) -> int:
-        return max(reports, default=0) if self._shared_cache else sum(reports)
 
     def _crossed(self, bound: str, over: bool) -> bool:
         """Whether ``bound`` is passed now and was not at the last look (once per crossing)."""

@@ -23,7 +23,7 @@ from typing import Any
 from speedlayer.core.errors import ConfigError, QueryFailedError, SpeedlayerError
 from speedlayer.core.modes import APPEND
 from speedlayer.core.sizes import parse_size
-from speedlayer.runtime.bounds import BOUNDED_MEMORY, MAX_MEMORY_MB, BoundsWatch
+from speedlayer.runtime.bounds import MAX_MEMORY_MB, BoundsWatch
 from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame, writing_per_batch
 from speedlayer.runtime.executors import ExecutorWatch, save_report
 from speedlayer.runtime.low_latency import share_cores, stateless_conf
@@ -395,5 +395,4 @@ def _bounds_watch(plan: RunPlan, notify: Callable[[str], None]) -> BoundsWatch:
             memory_bound = int(conf[MAX_MEMORY_MB]) << 20
         except ValueError:  # the user's --conf: Spark says what is wrong with it
             pass
-    return BoundsWatch([qp.checkpoint for qp in plan.queries], checkpoint_bound, memory_bound, notify,
-                       shared_cache=conf.get(BOUNDED_MEMORY) == "true")
+    return BoundsWatch([qp.checkpoint for qp in plan.queries], checkpoint_bound, memory_bound, notify)
