@@ -278,18 +278,21 @@ def soak_run(args: argparse.Namespace, uri: str, work: Path) -> dict:
                       {o: work / "out" / o for o in OUTPUTS})
         try:
             up_after_s = wait_until_up(process, probe)
+            allocator = probe.allocator()
             if up_after_s is None:
                 print(f"  the run finished no batch of every output within {STARTUP_TIMEOUT_S} s; see {work / 'run.log'}",
                       flush=True)
                 samples = []
             else:
-                print(f"  every output finished a batch {up_after_s} s after launch; sampling from now", flush=True)
+                print(f"  every output finished a batch {up_after_s} s after launch (the driver's malloc: {allocator}); "
+                      "sampling from now", flush=True)
                 samples = sample_run(process, probe, args.minutes, args.every)
             ended_early = up_after_s is None or process.poll() is not None
         finally:
             stopped = stop(process)
     tail = (work / "run.log").read_text(errors="replace").splitlines()[-40:]
-    return {"run_command": shlex.join(command), "up_after_s": up_after_s, "ended_early": ended_early, "stop": stopped,
+    return {"run_command": shlex.join(command), "up_after_s": up_after_s, "allocator": allocator,
+            "ended_early": ended_early, "stop": stopped,
             "run_log_tail": tail if ended_early or stopped["exit_code"] else [], "samples": samples}
 
 

@@ -148,6 +148,15 @@ class Probe:
     def __init__(self, cli_pid: int, metrics_url: str, checkpoints: Path, outputs: dict[str, Path]):
         self.cli_pid, self.metrics_url, self.checkpoints, self.outputs = cli_pid, metrics_url, checkpoints, outputs
 
+    def allocator(self) -> str | None:
+        """The driver JVM's malloc: ``jemalloc`` when its library is mapped, else ``system``; None without a JVM."""
+        jvm = run_processes(self.cli_pid)["jvm"]
+        try:
+            maps = Path(f"/proc/{jvm}/maps").read_text() if jvm else None
+        except OSError:
+            return None
+        return None if maps is None else "jemalloc" if "libjemalloc" in maps else "system"
+
     def sample(self) -> dict:
         procs = run_processes(self.cli_pid)
         worker_rss = [rss_mb(p) for p in procs["workers"]]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the test suite needs from outside PyPI, installed only when missing (a warm machine fetches
-# nothing): Debian's PostgreSQL, MariaDB, Redis, Chromium and Maven (which fetches the Kafka broker's
+# nothing): Debian's PostgreSQL, MariaDB, Redis, Chromium, jemalloc and Maven (which fetches the Kafka broker's
 # jars on the suite's first start of it). The servers are not started here: the suite starts its own
 # on free ports (tests/local_servers.py). Root installs directly; others through sudo.
 set -euo pipefail
@@ -11,6 +11,7 @@ sudo=""
 
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+ls /usr/lib/*/libjemalloc.so.2 >/dev/null 2>&1 || missing+=(libjemalloc2)  # the allocator speedlayer gives its JVM
 command -v mariadb-install-db >/dev/null 2>&1 || missing+=(mariadb-server)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from speedlayer.runtime.allocator import find_jemalloc
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -158,6 +160,7 @@ def test_a_short_soak_samples_judges_and_checks_its_outputs(tmp_path):
     assert results["machine"]["cores"] == os.cpu_count() and results["machine"]["java"].startswith(("openjdk", "java"))
     assert "speedlayer run fleet" in results["run_command"] and "--metrics-port" in results["run_command"]
     assert results["stop"]["killed"] is False and results["ended_early"] is False and results["up_after_s"] > 0
+    assert results["allocator"] == ("jemalloc" if find_jemalloc() else "system")
     named = results["series"]
     for name in ("rss driver jvm", "rss python workers", "rss cli python", "jvm heap used", "jvm heap committed",
                  "windows batch duration", "windows latency since ingest p99", "disk checkpoints", "disk output windows",

@@ -14,6 +14,7 @@ from pathlib import Path
 from speedlayer.core import faults
 from speedlayer.core.errors import ConfigError, EnvironmentProblem
 from speedlayer.core.parallelism import machine_partitions
+from speedlayer.runtime.allocator import jvm_allocator
 from speedlayer.runtime.bounds import DEFAULT_DRIVER_MEMORY, DRIVER_JAVA_OPTIONS, DRIVER_MEMORY, bounds_conf
 from speedlayer.runtime.class_archive import class_archive_options, java_binary
 from speedlayer.runtime.jvm_output import jvm_stderr_filtered
@@ -274,7 +275,7 @@ def build_session(
         builder = builder.config(key, value)
     try:
         # the JVM, if it starts now, prints through the filter
-        with packages_fetched_one_at_a_time(settings), jvm_stderr_filtered(log_file):
+        with packages_fetched_one_at_a_time(settings), jvm_stderr_filtered(log_file), jvm_allocator():
             spark = builder.getOrCreate()
     except Exception as exc:
         if added and _gateway_failed(exc):
