@@ -1,0 +1,128 @@
+"""``make run``'s job written by hand in plain PySpark: its alerts' latency since ingest beside speedlayer's.
+
+The plain side is what a user would write without speedlayer for the same job: Spark's ``rate``
+source at 5,000 rows/s made into the same vehicle pings (``vehicle_events``, the generator's own
+expressions, so both sides read the same events), the fleet's windows and alerts written by hand
+(``plain_fleet``: ``from_json``, a 5 s watermark, ``dropDuplicatesWithinWatermark``, the zone limit
+as a ``CASE WHEN``), each its own query to the console, back-to-back batches, in a session with
+speedlayer's settings (``build_session``). Its rate sources start at the generator's clock (their
+checkpoints say so), as speedlayer's do. The latency since ingest is computed as speedlayer's
+``/metrics`` computes it: a batch's end minus the 1st percentile of its events' ingest time
+(``percentile_approx`` observed in the batch), read every 5 s, the median of the readings of the
+last 30 s.
+
+Rounds alternate, each side a fresh process: speedlayer as ``make run`` starts it (the dashboard on),
+speedlayer without the dashboard, plain PySpark.
+
+    .venv/bin/python bench/make_run_plain.py --seconds 150 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+from targets import MAKE_RUN_SOURCE, STEADY_S, latency  # noqa: E402
+
+OBSERVATION = "plain_latency"
+
+
+def _ended_ms(progress) -> int:
+    started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
+    return int(started + progress["durationMs"]["triggerExecution"])
+
+
+def plain_side(seconds: int) -> dict:
+    """In this process: the plain job for ``seconds``; its alerts' and windows' p99 since ingest."""
+    from pyspark.sql import functions as F
+
+    from plain_fleet import PlainSettings, alerts, windows
+    from speedlayer.pipelines.fleet.vehicle_kind import vehicle_events
+    from speedlayer.runtime.session import build_session
+    from speedlayer.sources import open_source
+
+    tmp = Path(tempfile.mkdtemp(prefix="plain-make-run-"))
+    spark = build_session("local[*]", {"spark.ui.enabled": "false"}, app_name="plain-make-run", log_file=tmp / "spark.log")
+    opts = open_source(MAKE_RUN_SOURCE).options
+    start_ms = int(time.time() * 1000)
+    queries = {}
+    for name, build in (("windows", windows), ("alerts", alerts)):
+        checkpoint = tmp / name
+        (checkpoint / "sources" / "0").mkdir(parents=True)
+        (checkpoint / "sources" / "0" / "0").write_text(f"v1\n{start_ms}")  # the rate source's start
+        seq = (spark.readStream.format("rate").option("rowsPerSecond", opts.rate)
+               .option("numPartitions", spark.sparkContext.defaultParallelism).load().select(F.col("value").alias("n")))
+        raw = vehicle_events(seq, opts, start_ms)
+        observed = raw.observe(OBSERVATION, F.count(F.lit(1)).alias("events"), F.percentile_approx(
+            F.unix_millis("ingest_time"), F.array(F.lit(0.01)), 1000).alias("ingest_ms"))
+        queries[name] = (build(observed, PlainSettings()).writeStream.format("console").outputMode("append")
+                         .option("checkpointLocation", str(checkpoint)).start())
+    began, readings = time.monotonic(), []
+    while time.monotonic() - began < seconds:
+        time.sleep(5)
+        reading = {"at_s": round(time.monotonic() - began, 1)}
+        for name, query in queries.items():
+            # the newest batch that read events (a stateful query runs no-data batches in between, as
+            # speedlayer's /metrics also skips)
+            for progress in reversed(query.recentProgress):
+                seen = (progress.observedMetrics or {}).get(OBSERVATION)
+                if seen and seen["events"]:
+                    reading[name] = (_ended_ms(progress) - seen["ingest_ms"][0]) / 1000
+                    break
+        readings.append(reading)
+    batches = {name: (q.lastProgress or {}).get("batchId") for name, q in queries.items()}
+    for query in queries.values():
+        query.stop()
+    spark.stop()
+    steady = [r for r in readings if r["at_s"] >= readings[-1]["at_s"] - STEADY_S]
+    medians = {name: [r[name] for r in steady if name in r] for name in queries}
+    return {"side": "plain", "seconds": seconds, "batches": batches,
+            **{f"{name}_p99_since_ingest_s": statistics.median(v) if v else None for name, v in medians.items()},
+            "readings": readings}
+
+
+def plain_in_child(seconds: int) -> dict:
+    """``plain_side`` in a fresh process (a fresh JVM, as each speedlayer run has)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([sys.executable, __file__, "--plain-side", "--seconds", str(seconds), "--out", out.name],
+                       check=True, stdout=subprocess.DEVNULL)
+        return json.loads(Path(out.name).read_text())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=int, default=150, help="length of each run (default 150)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of the three sides, alternating (default 2)")
+    p.add_argument("--out", type=Path, default=BENCH / "results" / "make_run_plain.json")
+    p.add_argument("--plain-side", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.plain_side:
+        args.out.write_text(json.dumps(plain_side(args.seconds)))
+        return
+    rounds = []
+    for i in range(args.rounds):
+        sides = {"make run": latency(args.seconds, one_query=False),
+                 "no dashboard": latency(args.seconds, one_query=False, dashboard=False),
+                 "plain": plain_in_child(args.seconds)}
+        rounds.append(sides)
+        print(f"round {i + 1}: alerts' p99 since ingest: speedlayer as make run "
+              f"{sides['make run']['alerts_p99_since_ingest_s']:.2f} s, without the dashboard "
+              f"{sides['no dashboard']['alerts_p99_since_ingest_s']:.2f} s, plain PySpark "
+              f"{sides['plain']['alerts_p99_since_ingest_s']:.2f} s (its windows "
+              f"{sides['plain']['windows_p99_since_ingest_s']:.2f} s)", flush=True)
+    args.out.write_text(json.dumps({"benchmark": "make_run_plain", "command": " ".join(sys.argv),
+                                    "seconds": args.seconds, "rounds": rounds}, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
