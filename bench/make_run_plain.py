@@ -1,8 +1,8 @@
 """``make run``'s job written by hand in plain PySpark: its alerts' latency since ingest beside speedlayer's.
 
-The plain side is what a user would write without speedlayer for the same job: Spark's ``rate``
-source at 5,000 rows/s made into the same vehicle pings (``vehicle_events``, the generator's own
-expressions, so both sides read the same events), the fleet's windows and alerts written by hand
+The plain side is what a user would write without speedlayer for the same job, on the same input:
+the generator's rows (Spark's ``rate`` source at 5,000 rows/s made into vehicle pings by the
+generator's own expressions, as ``plain_fleet`` borrows them), the fleet's windows and alerts written by hand
 (``plain_fleet``: ``from_json``, a 5 s watermark, ``dropDuplicatesWithinWatermark``, the zone limit
 as a ``CASE WHEN``), each its own query to the console, back-to-back batches, in a session with
 speedlayer's settings (``build_session``). Its rate sources start at the generator's clock (their
@@ -26,19 +26,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
+from speedlayer.runtime.metrics import epoch_ms  # noqa: E402
 from targets import MAKE_RUN_SOURCE, STEADY_S, latency  # noqa: E402
 
 OBSERVATION = "plain_latency"
 
 
 def _ended_ms(progress) -> int:
-    started = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp() * 1000
-    return int(started + progress["durationMs"]["triggerExecution"])
+    return epoch_ms(progress["timestamp"]) + progress["durationMs"]["triggerExecution"]
 
 
 def plain_side(seconds: int) -> dict:
@@ -46,26 +45,24 @@ def plain_side(seconds: int) -> dict:
     from pyspark.sql import functions as F
 
     from plain_fleet import PlainSettings, alerts, windows
-    from speedlayer.pipelines.fleet.vehicle_kind import vehicle_events
     from speedlayer.runtime.session import build_session
     from speedlayer.sources import open_source
 
     tmp = Path(tempfile.mkdtemp(prefix="plain-make-run-"))
     spark = build_session("local[*]", {"spark.ui.enabled": "false"}, app_name="plain-make-run", log_file=tmp / "spark.log")
-    opts = open_source(MAKE_RUN_SOURCE).options
-    start_ms = int(time.time() * 1000)
+    # the input is the one thing borrowed: the generator's rows, its clock chosen and written into each
+    # fresh checkpoint as the rate source's start, as a speedlayer run does
+    source, run_state = open_source(MAKE_RUN_SOURCE), {}
+    source.pin(run_state)
+    source.pin_at_start(run_state)
     queries = {}
     for name, build in (("windows", windows), ("alerts", alerts)):
-        checkpoint = tmp / name
-        (checkpoint / "sources" / "0").mkdir(parents=True)
-        (checkpoint / "sources" / "0" / "0").write_text(f"v1\n{start_ms}")  # the rate source's start
-        seq = (spark.readStream.format("rate").option("rowsPerSecond", opts.rate)
-               .option("numPartitions", spark.sparkContext.defaultParallelism).load().select(F.col("value").alias("n")))
-        raw = vehicle_events(seq, opts, start_ms)
-        observed = raw.observe(OBSERVATION, F.count(F.lit(1)).alias("events"), F.percentile_approx(
-            F.unix_millis("ingest_time"), F.array(F.lit(0.01)), 1000).alias("ingest_ms"))
+        source.prepare_checkpoint(tmp / name, ["rate"])
+        observed = source.read_stream(spark).observe(
+            OBSERVATION, F.count(F.lit(1)).alias("events"),
+            F.percentile_approx(F.unix_millis("ingest_time"), F.array(F.lit(0.01)), 1000).alias("ingest_ms"))
         queries[name] = (build(observed, PlainSettings()).writeStream.format("console").outputMode("append")
-                         .option("checkpointLocation", str(checkpoint)).start())
+                         .option("checkpointLocation", str(tmp / name)).start())
     began, readings = time.monotonic(), []
     while time.monotonic() - began < seconds:
         time.sleep(5)

@@ -152,10 +152,10 @@ class Probe:
         """The driver JVM's malloc: ``jemalloc`` when its library is mapped, else ``system``; None without a JVM."""
         jvm = run_processes(self.cli_pid)["jvm"]
         try:
-            maps = Path(f"/proc/{jvm}/maps").read_text() if jvm else None
-        except OSError:
+            maps = Path(f"/proc/{jvm}/maps").read_text()
+        except (OSError, TypeError):
             return None
-        return None if maps is None else "jemalloc" if "libjemalloc" in maps else "system"
+        return "jemalloc" if "libjemalloc" in maps else "system"
 
     def sample(self) -> dict:
         procs = run_processes(self.cli_pid)
