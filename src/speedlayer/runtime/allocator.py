@@ -57,20 +57,17 @@ def allocator_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
 
 @contextmanager
 def jvm_allocator() -> Iterator[dict[str, str]]:
-    """While the JVM starts: the process environment it inherits holds ``allocator_env()``; restored after,
+    """While the JVM starts: the process environment it inherits holds ``allocator_env()``; removed after,
     so that nothing else this process starts inherits it.
 
-    >>> with jvm_allocator():  # doctest: +SKIP
-    ...     spark = builder.getOrCreate()
+    >>> with jvm_allocator() as added:  # builder.getOrCreate() goes here
+    ...     ("LD_PRELOAD" in os.environ) == bool(added or os.environ.get("LD_PRELOAD"))
+    True
     """
-    added = allocator_env()
-    before = {key: os.environ.get(key) for key in added}
+    added = allocator_env()  # only ever what the environment did not hold
     os.environ.update(added)
     try:
         yield added
     finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        for key in added:
+            os.environ.pop(key, None)
