@@ -7,11 +7,14 @@ a consumer computes output append time minus input append time (``LogAppendTime`
 the one broker's clock), p50/p99/p99.9 over the measured span after a warm-up. The broker is the one
 given with ``--bootstrap``, or one started here from the test suite's jars. PyFlink has no trigger: it
 runs once per rate, as its own cell of mode "flink-streaming" (record by record, its natural mode).
+``--job make-run`` measures ``make run``'s job instead (windows and alerts, a query each, micro-batches
+at 5,000 pings/s; the alerts' latency), speedlayer's against ``plain_fleet``'s written by hand.
 
     .venv/bin/python bench/kafka_latency.py                        # 1,000 and 10,000/s, 60 s measured
     .venv/bin/python bench/kafka_latency.py --quick                # 1,000/s, 20 s measured
     .venv/bin/python bench/kafka_latency.py --bootstrap localhost:9092 --modes continuous:1s
     .venv/bin/python bench/kafka_latency.py --quick --modes continuous:1s --peers pyflink
+    .venv/bin/python bench/kafka_latency.py --job make-run          # 5,000/s, micro-batch
 """
 
 from __future__ import annotations
@@ -34,16 +37,20 @@ sys.path.insert(0, str(ROOT / "bench" / "peers"))
 from flink_alerts import pyflink_alerts  # noqa: E402
 from flink_env import CONNECTOR_VERSION, FLINK_VERSION, ensure_pyflink  # noqa: E402
 
-from plain_fleet import EVENT_SCHEMA, load_zone_rows, speed_limit  # noqa: E402
+import plain_fleet  # noqa: E402
+from plain_fleet import EVENT_SCHEMA, PlainSettings, load_zone_rows, speed_limit  # noqa: E402
 from speedlayer.bench.kafka_latency import (  # noqa: E402
     KAFKA_MODES,
     KafkaCell,
     cell_line,
     cells_json,
+    create_topics,
+    delete_topics,
     kafka_session,
     measure_cell,
     speedlayer_alerts,
     warm_up_session,
+    windows_topic,
 )
 from speedlayer.runtime.triggers import parse_trigger  # noqa: E402
 
@@ -52,16 +59,28 @@ RESULTS = ROOT / "bench" / "results"
 PEERS = {"pyflink": ("flink-streaming", pyflink_alerts)}
 
 
-def plain_alerts(spark, bootstrap: str, trigger: str, state_root: str):
+def kafka_raw(spark, bootstrap: str, source: str):
+    """The input topic as ``plain_fleet`` reads its RAW rows: value, key, offset, ingest_time."""
+    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", source).option("startingOffsets", "earliest").load()
+            .select(F.col("value").cast("string").alias("value"), F.col("key").cast("string").alias("key"),
+                    "offset", F.col("timestamp").alias("ingest_time")))
+
+
+def plain_alerts(spark, bootstrap: str, trigger: str, state_root: str, checks: bool = False):
     """The same alerts as a PySpark user writes them from the docs: from_json, in micro-batch a watermark
-    and dropDuplicatesWithinWatermark, the zone limit as a CASE WHEN, Spark's Kafka sink."""
+    and dropDuplicatesWithinWatermark, the zone limit as a CASE WHEN, Spark's Kafka sink. With ``checks``,
+    only the events whose every field is present and in range (``plain_fleet.accepted``), as speedlayer's
+    decode accepts them."""
     kind, every = trigger.partition(":")[0], f"{parse_trigger(trigger).interval_ms} milliseconds"
     zones = load_zone_rows()
 
     def start(source: str, out: str):
-        raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-               .option("subscribe", source).option("startingOffsets", "earliest").load())
-        events = raw.select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e")).select("e.*")
+        raw = kafka_raw(spark, bootstrap, source)
+        if checks:
+            events = plain_fleet.parsed(raw).where(plain_fleet.accepted(PlainSettings())).select("e.*")
+        else:
+            events = raw.select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*")
         if kind == "processing":
             events = events.withWatermark("event_time", "5 seconds").dropDuplicatesWithinWatermark(["event_id"])
         alerts = (events.withColumn("speed_limit_kmh", speed_limit(F.col("lat"), F.col("lon"), zones))
@@ -79,6 +98,45 @@ def plain_alerts(spark, bootstrap: str, trigger: str, state_root: str):
         query = writer.start()
         return query.stop
     return start
+
+
+def plain_make_run(spark, bootstrap: str, trigger: str, state_root: str):
+    """``make run``'s job as a PySpark user writes it by hand (``plain_fleet``: validity checks, a 5 s
+    watermark, ``dropDuplicatesWithinWatermark``, the zone limit as a CASE WHEN), over Kafka: windows and
+    alerts, each a query, micro-batches, each into its topic through Spark's Kafka sink."""
+    every = f"{parse_trigger(trigger).interval_ms} milliseconds"
+
+    def start(source: str, out: str):
+        raw = kafka_raw(spark, bootstrap, source)
+        create_topics(bootstrap, {windows_topic(out): 1})
+        queries = []
+        for name, topic, key in (("windows", windows_topic(out), "vehicle_id"), ("alerts", out, "event_id")):
+            frame = plain_fleet.BUILDERS[name](raw, PlainSettings())
+            queries.append(frame.select(F.col(key).alias("key"), F.to_json(F.struct(*frame.columns)).alias("value"))
+                           .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                           .option("topic", topic).option("checkpointLocation", f"{state_root}/plain-{name}-{source}")
+                           .trigger(processingTime=every).start())
+
+        def stop() -> None:
+            for query in queries:
+                query.stop()
+            delete_topics(bootstrap, [windows_topic(out)])
+        return stop
+    return start
+
+
+#: the jobs ``--job`` measures: name -> what it is
+JOBS = {"alerts": "the fleet alerts alone",
+        "make-run": "make run's job: windows and alerts, a query each, micro-batch only"}
+
+
+def starters(spark, bootstrap: str, mode: str, state_root: str, args) -> list[tuple[str, object]]:
+    """The two sides of a cell: speedlayer's run of ``args.job`` and plain PySpark's."""
+    make_run = args.job == "make-run"
+    plain = (plain_make_run(spark, bootstrap, mode, state_root) if make_run
+             else plain_alerts(spark, bootstrap, mode, state_root, checks=args.plain_checks))
+    return [("speedlayer", speedlayer_alerts(spark, bootstrap, mode, state_root, windows=make_run, dedup=args.dedup)),
+            ("plain", plain)]
 
 
 def peer_versions(peers: list[str]) -> dict[str, dict[str, str]]:
@@ -99,20 +157,32 @@ def p99_line(cells: list[KafkaCell], rate: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", help="a broker to use (default: start one from the test suite's jars)")
-    parser.add_argument("--modes", default=",".join(KAFKA_MODES))
-    parser.add_argument("--rates", default="1000,10000")
+    parser.add_argument("--job", choices=sorted(JOBS), default="alerts",
+                        help="; ".join(f"{name}: {about}" for name, about in JOBS.items()))
+    parser.add_argument("--dedup", choices=("exact", "fast"), default="exact", help="speedlayer's --dedup")
+    parser.add_argument("--plain-checks", action="store_true",
+                        help="the plain alerts keep only events whose fields are present and in range, as speedlayer's do")
+    parser.add_argument("--modes", help=f"default: {','.join(KAFKA_MODES)}; processing:0s for --job make-run")
+    parser.add_argument("--rates", help="default: 1000,10000; 5000 (make run's rate) for --job make-run")
     parser.add_argument("--warmup", type=float, default=20.0)
     parser.add_argument("--measure", type=float, default=60.0)
     parser.add_argument("--quick", action="store_true", help="1,000/s, 10 s warm-up, 20 s measured")
     parser.add_argument("--peers", default="", help=f"other engines to measure too: {', '.join(PEERS)} (default: none)")
-    parser.add_argument("--out", type=Path, default=RESULTS / "kafka_latency.json")
+    parser.add_argument("--out", type=Path, help="default: bench/results/kafka_latency.json, kafka_latency_make_run.json "
+                        "for --job make-run")
     args = parser.parse_args(argv)
+    make_run = args.job == "make-run"
+    args.modes = args.modes or ("processing:0s" if make_run else ",".join(KAFKA_MODES))
+    args.rates = args.rates or ("5000" if make_run else "1000,10000")
+    args.out = args.out or RESULTS / ("kafka_latency_make_run.json" if make_run else "kafka_latency.json")
     if args.quick:
         args.rates, args.warmup, args.measure = "1000", 10.0, 20.0
     modes, rates = args.modes.split(","), [int(r) for r in args.rates.split(",")]
     peers = [p for p in args.peers.split(",") if p]
     if unknown := sorted(set(peers) - set(PEERS)):
         parser.error(f"--peers: unknown {', '.join(unknown)}; choose from {', '.join(PEERS)}")
+    if peers and make_run:
+        parser.error("--peers measure the alerts alone: drop --peers, or use --job alerts")
     about_peers = peer_versions(peers)  # makes PyFlink's venv first, so that a failed download ends the run at once
 
     with ExitStack() as stack:
@@ -126,15 +196,13 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(shutil.rmtree, scratch, True)
         spark = kafka_session("local[2]", scratch / "spark.log")
         started = time.monotonic()
-        for start in (speedlayer_alerts(spark, bootstrap, modes[0], str(scratch)),
-                      plain_alerts(spark, bootstrap, modes[0], str(scratch))):
+        for _, start in starters(spark, bootstrap, modes[0], str(scratch), args):
             warm_up_session(bootstrap, modes[0], rates[0], start)
         cells: list[KafkaCell] = []
         for rate in rates:
             for mode in modes:
                 # the two sides in turn; the order alternates with the mode so neither always goes first
-                sides = [("speedlayer", speedlayer_alerts(spark, bootstrap, mode, str(scratch))),
-                         ("plain", plain_alerts(spark, bootstrap, mode, str(scratch)))]
+                sides = starters(spark, bootstrap, mode, str(scratch), args)
                 if (modes.index(mode) + rates.index(rate)) % 2:
                     sides.reverse()
                 for side, start in sides:

@@ -172,7 +172,7 @@ def parsed(raw: DataFrame) -> DataFrame:
             .withColumn("ok", F.coalesce(ok, F.lit(False))))
 
 
-def _accepted(s: PlainSettings) -> Column:
+def accepted(s: PlainSettings) -> Column:
     """``ok``, and an event time at most ``max_ahead_ms`` ahead of the ingest time (a clock gone wrong)."""
     ahead = F.col("e.event_time") > F.col("ingest_time") + F.expr(f"INTERVAL {s.max_ahead_ms} MILLISECONDS")
     return F.col("ok") & ~F.coalesce(ahead, F.lit(True))
@@ -180,7 +180,7 @@ def _accepted(s: PlainSettings) -> Column:
 
 def valid_events(raw: DataFrame, s: PlainSettings) -> DataFrame:
     """The events that parse, with every field in range and no clock far ahead, watermarked (not deduplicated)."""
-    return (parsed(raw).where(_accepted(s)).select("e.*")
+    return (parsed(raw).where(accepted(s)).select("e.*")
             .withWatermark("event_time", _interval(s.watermark_ms)))
 
 
@@ -191,7 +191,7 @@ def dead_letters(raw: DataFrame, s: PlainSettings) -> DataFrame:
               .when(e["vehicle_id"].isNull() | e["event_id"].isNull() | e["event_time"].isNull(), "missing field")
               .when(~F.col("ok"), "field out of range or not a number")
               .otherwise("event time ahead of ingest time"))
-    return parsed(raw).where(~_accepted(s)).select(
+    return parsed(raw).where(~accepted(s)).select(
         F.col("value").alias("payload"), reason.alias("reason"), "ingest_time", "key", "offset")
 
 

@@ -198,26 +198,39 @@ def measure_cell(bootstrap: str, side: str, mode: str, rate: int, start: Starter
     return cell
 
 
-def speedlayer_alerts(spark: Any, bootstrap: str, trigger: str, state_root: str) -> Starter:
+def speedlayer_alerts(spark: Any, bootstrap: str, trigger: str, state_root: str, windows: bool = False,
+                      dedup: str = "exact") -> Starter:
     """The fleet alerts through speedlayer's runner, from the input topic into the output topic
-    (Spark's own Kafka sink, ``spark-kafka://``, the one sink all three modes can write)."""
+    (Spark's own Kafka sink, ``spark-kafka://``, the one sink all three modes can write). With
+    ``windows``, ``make run``'s job: the windows too, a query of their own, into ``<output>_windows``."""
     from speedlayer.runtime.plan import plan_run
     from speedlayer.runtime.run import Run
     from speedlayer.runtime.settings import RunSettings
 
     def start(source: str, out: str) -> Callable[[], None]:
-        settings = RunSettings(job="fleet", trigger=trigger, state_dir=f"{state_root}/{source}",
-                               source=f"kafka://{bootstrap}/{source}?startingOffsets=earliest",
-                               sinks={"alerts": f"spark-kafka://{bootstrap}/{out}"}, conf={})
+        sinks = {"alerts": f"spark-kafka://{bootstrap}/{out}"}
+        if windows:
+            sinks["windows"] = f"spark-kafka://{bootstrap}/{windows_topic(out)}"
+        settings = RunSettings(job="fleet", trigger=trigger, state_dir=f"{state_root}/{source}", dedup=dedup,
+                               source=f"kafka://{bootstrap}/{source}?startingOffsets=earliest", sinks=sinks, conf={})
         run = Run(spark, plan_run(settings))  # a refusal (a ConfigError) marks the cell "not supported"
+        if windows:
+            create_topics(bootstrap, {windows_topic(out): 1})
         run.start()
 
         def stop() -> None:
             run.stop_requested.set()
             run.wait()
             run.cleanup()
+            if windows:
+                delete_topics(bootstrap, [windows_topic(out)])
         return stop
     return start
+
+
+def windows_topic(out: str) -> str:
+    """Where a cell of ``make run``'s job writes its windows, beside the alerts' ``out``."""
+    return f"{out}_windows"
 
 
 #: the triggers ``speedlayer bench --kafka`` measures by default, one per processing mode
