@@ -67,12 +67,26 @@ def kafka_raw(spark, bootstrap: str, source: str):
                     "offset", F.col("timestamp").alias("ingest_time")))
 
 
+def start_kafka_query(frame, key: str, bootstrap: str, topic: str, checkpoint: str, trigger: str):
+    """``frame`` written by Spark's Kafka sink into ``topic`` (``key`` the record's key, every column as
+    JSON its value) under ``trigger`` (speedlayer's spelling: continuous:, realtime:, processing:)."""
+    kind, every = trigger.partition(":")[0], f"{parse_trigger(trigger).interval_ms} milliseconds"
+    writer = (frame.select(F.col(key).alias("key"), F.to_json(F.struct(*frame.columns)).alias("value"))
+              .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+              .option("checkpointLocation", checkpoint))
+    if kind == "continuous":
+        return writer.trigger(continuous=every).start()
+    if kind == "realtime":
+        return writer.outputMode("update").trigger(realTime=every).start()
+    return writer.trigger(processingTime=every).start()
+
+
 def plain_alerts(spark, bootstrap: str, trigger: str, state_root: str, checks: bool = False):
     """The same alerts as a PySpark user writes them from the docs: from_json, in micro-batch a watermark
     and dropDuplicatesWithinWatermark, the zone limit as a CASE WHEN, Spark's Kafka sink. With ``checks``,
     only the events whose every field is present and in range (``plain_fleet.accepted``), as speedlayer's
     decode accepts them."""
-    kind, every = trigger.partition(":")[0], f"{parse_trigger(trigger).interval_ms} milliseconds"
+    kind = trigger.partition(":")[0]
     zones = load_zone_rows()
 
     def start(source: str, out: str):
@@ -86,17 +100,7 @@ def plain_alerts(spark, bootstrap: str, trigger: str, state_root: str, checks: b
         alerts = (events.withColumn("speed_limit_kmh", speed_limit(F.col("lat"), F.col("lon"), zones))
                   .where(F.col("speed_kmh") > F.col("speed_limit_kmh"))
                   .withColumn("excess_kmh", F.round(F.col("speed_kmh") - F.col("speed_limit_kmh"), 1)))
-        writer = (alerts.select(F.col("event_id").alias("key"), F.to_json(F.struct(*alerts.columns)).alias("value"))
-                  .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", out)
-                  .option("checkpointLocation", f"{state_root}/plain-{source}"))
-        if kind == "continuous":
-            writer = writer.trigger(continuous=every)
-        elif kind == "realtime":
-            writer = writer.outputMode("update").trigger(realTime=every)
-        else:
-            writer = writer.trigger(processingTime=every)
-        query = writer.start()
-        return query.stop
+        return start_kafka_query(alerts, "event_id", bootstrap, out, f"{state_root}/plain-{source}", trigger).stop
     return start
 
 
@@ -104,18 +108,13 @@ def plain_make_run(spark, bootstrap: str, trigger: str, state_root: str):
     """``make run``'s job as a PySpark user writes it by hand (``plain_fleet``: validity checks, a 5 s
     watermark, ``dropDuplicatesWithinWatermark``, the zone limit as a CASE WHEN), over Kafka: windows and
     alerts, each a query, micro-batches, each into its topic through Spark's Kafka sink."""
-    every = f"{parse_trigger(trigger).interval_ms} milliseconds"
 
     def start(source: str, out: str):
         raw = kafka_raw(spark, bootstrap, source)
         create_topics(bootstrap, {windows_topic(out): 1})
-        queries = []
-        for name, topic, key in (("windows", windows_topic(out), "vehicle_id"), ("alerts", out, "event_id")):
-            frame = plain_fleet.BUILDERS[name](raw, PlainSettings())
-            queries.append(frame.select(F.col(key).alias("key"), F.to_json(F.struct(*frame.columns)).alias("value"))
-                           .writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                           .option("topic", topic).option("checkpointLocation", f"{state_root}/plain-{name}-{source}")
-                           .trigger(processingTime=every).start())
+        queries = [start_kafka_query(plain_fleet.BUILDERS[name](raw, PlainSettings()), key, bootstrap, topic,
+                                     f"{state_root}/plain-{name}-{source}", trigger)
+                   for name, topic, key in (("windows", windows_topic(out), "vehicle_id"), ("alerts", out, "event_id"))]
 
         def stop() -> None:
             for query in queries:

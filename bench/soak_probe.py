@@ -152,8 +152,8 @@ class Probe:
         """The driver JVM's malloc: ``jemalloc`` when its library is mapped, else ``system``; None without a JVM."""
         jvm = run_processes(self.cli_pid)["jvm"]
         try:
-            maps = Path(f"/proc/{jvm}/maps").read_text()
-        except (OSError, TypeError):
+            maps = Path(f"/proc/{jvm}/maps").read_text()  # no JVM: /proc/None/maps, an OSError
+        except OSError:
             return None
         return "jemalloc" if "libjemalloc" in maps else "system"
 
