@@ -251,19 +251,26 @@ def _both_paths(raw: DataFrame, schema: EventSchema) -> tuple[DataFrame, dict[st
 def _checked(typed: DataFrame, schema: EventSchema, fast_cols: dict[str, Column],
              optional: list[Field]) -> tuple[DataFrame, dict[str, str], dict[str, Column]]:
     """Each field's value from the path that took the row (``_t_*``) and whether the row is valid
-    (``_valid``); also the names of those columns and the text path's typed values."""
+    (``_valid``); also the names of those columns and the text path's typed values (``_s_*``)."""
     text = F.col("_text")
-    # The text path's typed values (null for accepted rows) are expressions, not columns: a row the
-    # fast path accepted never evaluates them, and a refused one is rare enough to type a field
-    # again for each check and for its output.
-    slow_cols = {f.name: _typed(f, text[f.name]) for f in schema.fields}
+    # The text path's typed values get columns of their own (null for accepted rows, whose text is
+    # null): written inline, each stood in every check that reads it and in the output, several
+    # copies of each field's parse that Spark planned again in every micro-batch.
+    slow_names = {f.name: f"_s_{f.name}" for f in schema.fields}
+    slow_present_names = {f.name: f"_sp_{f.name}" for f in optional}
+    slow = typed.select(
+        "value", "key", "offset", "ingest_time", "_text", "_accepted", *(c for c in fast_cols.values()),
+        *(_typed(f, text[f.name]).alias(slow_names[f.name]) for f in schema.fields),
+        *(_present(f, text[f.name]).alias(slow_present_names[f.name]) for f in optional),
+    )
+    slow_cols = {name: F.col(column) for name, column in slow_names.items()}
     # Whether a row is valid is told apart from why it is not: a query of events reads only the
     # former, so the reasons (most of decode's expressions) are planned only by a dead-letter query.
-    slow_present = {f.name: _present(f, text[f.name]) for f in optional}
+    slow_present = {name: F.col(column) for name, column in slow_present_names.items()}
     slow_valid = text.isNotNull() & text[_CORRUPT].isNull() & _accepted(schema, slow_cols, F.col("ingest_time"), slow_present)
     typed_names = {f.name: f"_t_{f.name}" for f in schema.fields}
-    checked = typed.select(
-        "value", "key", "offset", "ingest_time", "_text",
+    checked = slow.select(
+        "value", "key", "offset", "ingest_time", "_text", *slow_names.values(),
         *(F.when(F.col("_accepted"), fast_cols[f.name]).otherwise(slow_cols[f.name]).alias(typed_names[f.name])
           for f in schema.fields),
         (F.col("_accepted") | slow_valid).alias("_valid"),

@@ -14,7 +14,7 @@ from speedlayer.core.durations import spark_interval
 from speedlayer.pipelines.base import Params
 from speedlayer.pipelines.dedup import drop_duplicates
 from speedlayer.pipelines.fleet.options import fleet_options
-from speedlayer.pipelines.fleet.zones import load_zones, zone_of
+from speedlayer.pipelines.fleet.zones import load_zones, zone_fields, zone_index
 from speedlayer.pipelines.ops import flatten_window, with_watermark
 
 
@@ -25,8 +25,13 @@ def drop_duplicate_events(events: DataFrame, params: Params, key: str | Sequence
 
 def with_speed_limit(events: DataFrame, params: Params) -> DataFrame:
     """Add zone_id, zone_name and speed_limit_kmh of the zone each event is in."""
-    zone_id, zone_name, limit = zone_of("lat", "lon", load_zones(fleet_options(params).zones))
-    return events.select("*", zone_id.alias("zone_id"), zone_name.alias("zone_name"), limit.alias("speed_limit_kmh"))
+    zones = load_zones(fleet_options(params).zones)
+    # the lookup once, in a column of its own: each of the three would otherwise hold it, and a stream
+    # plans every expression again in each micro-batch
+    zone_id, zone_name, limit = zone_fields(F.col("_zone"), zones)
+    return (events.select("*", zone_index("lat", "lon", zones).alias("_zone"))
+            .select("*", zone_id.alias("zone_id"), zone_name.alias("zone_name"), limit.alias("speed_limit_kmh"))
+            .drop("_zone"))
 
 
 def speed_windows(events: DataFrame, params: Params) -> DataFrame:

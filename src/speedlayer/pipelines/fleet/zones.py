@@ -101,11 +101,38 @@ def zone_of(lat: str, lon: str, zones: tuple[Zone, ...] | None = None) -> tuple[
     """Columns (zone_id, zone_name, speed_limit_kmh) of the first zone containing the point of the columns
     named ``lat`` and ``lon``. Outside every zone all three are null.
 
+    Each of the three holds the whole lookup; to add all three to a DataFrame, compute ``zone_index``
+    once in a column and read them from it with ``zone_fields`` (as ``with_speed_limit`` does).
+
     >>> zone_id, zone_name, limit = zone_of("lat", "lon")  # doctest: +SKIP
     """
     zones = zones or load_zones()
-    return (
-        _lookup(zones, lat, lon, "zone_id"),
-        _lookup(zones, lat, lon, "name"),
-        _lookup(zones, lat, lon, "speed_limit_kmh").cast("double"),
-    )
+    return zone_fields(zone_index(lat, lon, zones), zones)
+
+
+def zone_index(lat: str, lon: str, zones: tuple[Zone, ...] | None = None) -> Column:
+    """The position in ``zones`` (from 0) of the first zone containing the point, or null outside every zone.
+
+    >>> events.select("*", zone_index("lat", "lon").alias("zone"))  # doctest: +SKIP
+    """
+    zones = zones or load_zones()
+    # one SQL expression is one call into the JVM; the same CASE built from Column calls takes dozens per zone
+    branches = " ".join(
+        f"WHEN `{lat}` BETWEEN {_sql_literal(z.min_lat)} AND {_sql_literal(z.max_lat)} "
+        f"AND `{lon}` BETWEEN {_sql_literal(z.min_lon)} AND {_sql_literal(z.max_lon)} "
+        f"THEN {i}" for i, z in enumerate(zones))
+    return F.expr(f"CASE {branches} END")
+
+
+def zone_fields(index: Column, zones: tuple[Zone, ...] | None = None) -> tuple[Column, Column, Column]:
+    """(zone_id, zone_name, speed_limit_kmh) of the zone at ``index`` (a ``zone_index``); null for a null index.
+
+    >>> zone_id, zone_name, limit = zone_fields(F.col("zone"))  # doctest: +SKIP
+    """
+    zones = zones or load_zones()
+
+    def at(values: list) -> Column:
+        return F.get(F.array(*(F.lit(v) for v in values)), index)
+
+    return (at([z.zone_id for z in zones]), at([z.name for z in zones]),
+            at([float(z.speed_limit_kmh) for z in zones]))
