@@ -163,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the plain alerts keep only events whose fields are present and in range, as speedlayer's do")
     parser.add_argument("--modes", help=f"default: {','.join(KAFKA_MODES)}; processing:0s for --job make-run")
     parser.add_argument("--rates", help="default: 1000,10000; 5000 (make run's rate) for --job make-run")
-    parser.add_argument("--warmup", type=float, default=20.0)
+    parser.add_argument("--warmup", type=float,
+                        help="seconds each cell runs before it is measured (default 20; 60 for --job make-run, whose "
+                             "generated code the JVM takes over a minute to compile)")
     parser.add_argument("--measure", type=float, default=60.0)
     parser.add_argument("--quick", action="store_true", help="1,000/s, 10 s warm-up, 20 s measured")
     parser.add_argument("--peers", default="", help=f"other engines to measure too: {', '.join(PEERS)} (default: none)")
@@ -173,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     make_run = args.job == "make-run"
     args.modes = args.modes or ("processing:0s" if make_run else ",".join(KAFKA_MODES))
     args.rates = args.rates or ("5000" if make_run else "1000,10000")
+    args.warmup = args.warmup if args.warmup is not None else (60.0 if make_run else 20.0)
     args.out = args.out or RESULTS / ("kafka_latency_make_run.json" if make_run else "kafka_latency.json")
     if args.quick:
         args.rates, args.warmup, args.measure = "1000", 10.0, 20.0
