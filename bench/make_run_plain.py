@@ -12,9 +12,11 @@ checkpoints say so), as speedlayer's do. The latency since ingest is computed as
 last 30 s.
 
 Rounds alternate, each side a fresh process: speedlayer as ``make run`` starts it (the dashboard on),
-speedlayer without the dashboard, plain PySpark.
+speedlayer without the dashboard, plain PySpark; ``--sides`` picks others, among them ``dedup fast``
+(``make run`` with ``--dedup fast``: Spark's own dedup, as the plain side's).
 
     .venv/bin/python bench/make_run_plain.py --seconds 150 --rounds 2
+    .venv/bin/python bench/make_run_plain.py --sides "make run,dedup fast,plain"
 """
 
 from __future__ import annotations
@@ -95,27 +97,34 @@ def plain_in_child(seconds: int) -> dict:
         return json.loads(Path(out.name).read_text())
 
 
+#: the sides a round can run, each in a fresh process: name -> its run
+SIDES = {"make run": lambda seconds: latency(seconds, one_query=False),
+         "no dashboard": lambda seconds: latency(seconds, one_query=False, dashboard=False),
+         "dedup fast": lambda seconds: latency(seconds, one_query=False, extra=("--dedup", "fast")),
+         "plain": plain_in_child}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=int, default=150, help="length of each run (default 150)")
     p.add_argument("--rounds", type=int, default=2, help="rounds of the three sides, alternating (default 2)")
     p.add_argument("--out", type=Path, default=BENCH / "results" / "make_run_plain.json")
+    p.add_argument("--sides", default="make run,no dashboard,plain",
+                   help=f"comma-separated, in each round's order: {', '.join(SIDES)} (default: make run,no dashboard,plain)")
     p.add_argument("--plain-side", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    sides_asked = [s.strip() for s in args.sides.split(",")]
+    if unknown := [s for s in sides_asked if s not in SIDES]:
+        p.error(f"--sides: unknown {', '.join(unknown)}; choose from {', '.join(SIDES)}")
     if args.plain_side:
         args.out.write_text(json.dumps(plain_side(args.seconds)))
         return
     rounds = []
     for i in range(args.rounds):
-        sides = {"make run": latency(args.seconds, one_query=False),
-                 "no dashboard": latency(args.seconds, one_query=False, dashboard=False),
-                 "plain": plain_in_child(args.seconds)}
+        sides = {name: SIDES[name](args.seconds) for name in sides_asked}
         rounds.append(sides)
-        print(f"round {i + 1}: alerts' p99 since ingest: speedlayer as make run "
-              f"{sides['make run']['alerts_p99_since_ingest_s']:.2f} s, without the dashboard "
-              f"{sides['no dashboard']['alerts_p99_since_ingest_s']:.2f} s, plain PySpark "
-              f"{sides['plain']['alerts_p99_since_ingest_s']:.2f} s (its windows "
-              f"{sides['plain']['windows_p99_since_ingest_s']:.2f} s)", flush=True)
+        print(f"round {i + 1}: alerts' p99 since ingest: "
+              + ", ".join(f"{name} {side['alerts_p99_since_ingest_s']:.2f} s" for name, side in sides.items()), flush=True)
     args.out.write_text(json.dumps({"benchmark": "make_run_plain", "command": " ".join(sys.argv),
                                     "seconds": args.seconds, "rounds": rounds}, indent=1))
     print(f"wrote {args.out}")

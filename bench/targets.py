@@ -126,9 +126,9 @@ def read_latency(port: int) -> dict[tuple[str, str], float]:
             for s in family.samples if s.labels.get("percentile") == "p99"}
 
 
-def latency(seconds: int, one_query: bool, dashboard: bool = True) -> dict:
-    """``make run``'s job for ``seconds`` (without its dashboard when ``dashboard`` is false), its alerts'
-    p99 latency read every 5 s."""
+def latency(seconds: int, one_query: bool, dashboard: bool = True, extra: tuple[str, ...] = ()) -> dict:
+    """``make run``'s job for ``seconds`` (without its dashboard when ``dashboard`` is false; ``extra``
+    options added to its command), its alerts' p99 latency read every 5 s."""
     from speedlayer.testing.cluster import free_port
 
     metrics_port, dashboard_port = free_port(), free_port()
@@ -136,7 +136,7 @@ def latency(seconds: int, one_query: bool, dashboard: bool = True) -> dict:
     shown = ["--dashboard", "--dashboard-port", str(dashboard_port)] if dashboard else ["--no-dashboard"]
     cmd = [str(ROOT / ".venv" / "bin" / "speedlayer"), "run", "fleet", "--source", MAKE_RUN_SOURCE, *shown,
            "--no-live", "--duration", str(seconds), "--metrics-port", str(metrics_port), "--state-dir", str(tmp / "state"),
-           *(["--one-query"] if one_query else [])]
+           *(["--one-query"] if one_query else []), *extra]
     began = time.monotonic()
     readings = []
     with open(tmp / "run.log", "w") as log:
@@ -156,7 +156,8 @@ def latency(seconds: int, one_query: bool, dashboard: bool = True) -> dict:
     if not steady:
         raise SystemExit(f"latency: no latency of {query} in /metrics; its log: {tmp / 'run.log'}")
     shutil.rmtree(tmp, ignore_errors=True)
-    return {"one_query": one_query, "dashboard": dashboard, "seconds": seconds, "query": query, "readings": len(steady),
+    return {"one_query": one_query, "dashboard": dashboard, "options": list(extra), "seconds": seconds, "query": query,
+            "readings": len(steady),
             "alerts_p99_since_event_s": statistics.median(s[1] for s in steady),
             "alerts_p99_since_event_max_s": max(s[1] for s in steady),
             "alerts_p99_since_ingest_s": statistics.median(s[2] for s in steady if s[2] is not None),
