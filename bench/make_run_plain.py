@@ -107,7 +107,7 @@ SIDES = {"make run": lambda seconds: latency(seconds, one_query=False),
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=int, default=150, help="length of each run (default 150)")
-    p.add_argument("--rounds", type=int, default=2, help="rounds of the three sides, alternating (default 2)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of the sides, alternating (default 2)")
     p.add_argument("--out", type=Path, default=BENCH / "results" / "make_run_plain.json")
     p.add_argument("--sides", default="make run,no dashboard,plain",
                    help=f"comma-separated, in each round's order: {', '.join(SIDES)} (default: make run,no dashboard,plain)")

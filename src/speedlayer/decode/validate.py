@@ -259,7 +259,7 @@ def _checked(typed: DataFrame, schema: EventSchema, fast_cols: dict[str, Column]
     slow_names = {f.name: f"_s_{f.name}" for f in schema.fields}
     slow_present_names = {f.name: f"_sp_{f.name}" for f in optional}
     slow = typed.select(
-        "value", "key", "offset", "ingest_time", "_text", "_accepted", *(c for c in fast_cols.values()),
+        "value", "key", "offset", "ingest_time", "_text", "_accepted", *fast_cols.values(),
         *(_typed(f, text[f.name]).alias(slow_names[f.name]) for f in schema.fields),
         *(_present(f, text[f.name]).alias(slow_present_names[f.name]) for f in optional),
     )

@@ -81,20 +81,9 @@ def zones_file(path: str | None = None) -> Path:
     return Path(path).resolve() if path else Path(str(resources.files("speedlayer.data").joinpath("zones.csv")))
 
 
-def _sql_literal(value: str | float) -> str:
-    """A string or a double as Spark SQL writes it (``52.5D``: a bare ``52.5`` is a decimal)."""
-    if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def _sql_double(value: float) -> str:
+    """A double as Spark SQL writes it (``52.5D``: a bare ``52.5`` is a decimal)."""
     return f"{float(value)!r}D" if math.isfinite(value) else f"CAST('{float(value)!r}' AS DOUBLE)"
-
-
-def _lookup(zones: tuple[Zone, ...], lat: str, lon: str, attr: str) -> Column:
-    # one SQL expression is one call into the JVM; the same CASE built from Column calls takes dozens per zone
-    branches = " ".join(
-        f"WHEN `{lat}` BETWEEN {_sql_literal(z.min_lat)} AND {_sql_literal(z.max_lat)} "
-        f"AND `{lon}` BETWEEN {_sql_literal(z.min_lon)} AND {_sql_literal(z.max_lon)} "
-        f"THEN {_sql_literal(getattr(z, attr))}" for z in zones)
-    return F.expr(f"CASE {branches} END")
 
 
 def zone_of(lat: str, lon: str, zones: tuple[Zone, ...] | None = None) -> tuple[Column, Column, Column]:
@@ -118,8 +107,8 @@ def zone_index(lat: str, lon: str, zones: tuple[Zone, ...] | None = None) -> Col
     zones = zones or load_zones()
     # one SQL expression is one call into the JVM; the same CASE built from Column calls takes dozens per zone
     branches = " ".join(
-        f"WHEN `{lat}` BETWEEN {_sql_literal(z.min_lat)} AND {_sql_literal(z.max_lat)} "
-        f"AND `{lon}` BETWEEN {_sql_literal(z.min_lon)} AND {_sql_literal(z.max_lon)} "
+        f"WHEN `{lat}` BETWEEN {_sql_double(z.min_lat)} AND {_sql_double(z.max_lat)} "
+        f"AND `{lon}` BETWEEN {_sql_double(z.min_lon)} AND {_sql_double(z.max_lon)} "
         f"THEN {i}" for i, z in enumerate(zones))
     return F.expr(f"CASE {branches} END")
 
