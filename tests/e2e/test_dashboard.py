@@ -1,7 +1,7 @@
 """A live fleet run with its dashboard: /metrics scraped while it runs, the page in headless Chromium,
 and ``speedlayer status`` on its checkpoints once it stopped.
 
-One bounded, paced run (in this process, on the shared session) serves all three tests. Chromium is
+One bounded, paced run (in this process, on the shared session) serves the tests that need a run. Chromium is
 Debian's (``/usr/bin/chromium``, installed by ``make test``) driven by Playwright; Playwright's own
 browsers are never downloaded. Set SPEEDLAYER_UPDATE_SCREENSHOT=1 to refresh docs/dashboard.png.
 """
@@ -10,6 +10,7 @@ import os
 import threading
 import urllib.request
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from speedlayer.runtime.run import Run
 from speedlayer.runtime.settings import RunSettings
 from tests.conftest import ARTIFACTS, ROOT
 from tests.helpers import batch_output
+from tests.runtime.test_metrics import RECORDED
 from tests.servers import unavailable
 
 CHROMIUM = "/usr/bin/chromium"
@@ -72,55 +74,83 @@ def live(spark, tmp_path_factory):
     server.close()
 
 
-def test_dashboard_page_moves_in_chromium(live):
+@contextmanager
+def chromium():
+    """Debian's Chromium, headless, driven by Playwright."""
     if not Path(CHROMIUM).exists():
         unavailable(f"{CHROMIUM} is missing: apt-get install chromium (make test does)")
     from playwright.sync_api import sync_playwright
 
-    ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"])
         try:
-            page = browser.new_page(viewport={"width": 1360, "height": 1500})
-            errors = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(live["server"].url)
-            page.wait_for_function("Number(document.querySelector('#chart-rates').dataset.points || 0) > 0", timeout=60_000)
-            first = page.eval_on_selector("#chart-rates", "c => [Number(c.dataset.points), c.dataset.lastT]")
-            page.wait_for_function(f"Number(document.querySelector('#chart-rates').dataset.points || 0) > {first[0]}",
-                                   timeout=60_000)
-            page.wait_for_function("Number(document.querySelector('#map').dataset.vehicles || 0) > 0", timeout=60_000)
-            page.wait_for_function("document.querySelectorAll('#alerts li.alert').length > 0", timeout=60_000)
-            page.wait_for_function("Number(document.querySelector('#chart-latency').dataset.points || 0) > 0", timeout=60_000)
-            second = page.eval_on_selector("#chart-rates", "c => [Number(c.dataset.points), c.dataset.lastT]")
-            assert second[1] != first[1]  # a newer batch is drawn
-            assert "running" in page.inner_text("#conn") or "stopped" in page.inner_text("#conn")
-            assert page.locator("#queries tbody tr").count() == 2
-            assert page.locator("#speeders tbody tr").count() > 0
-            # the generator stamps each event's ingest time: the latency shown first is since ingest
-            assert "latency since ingest p50 / p95 / p99" in page.inner_text("#kpis").lower()  # CSS shows it upper-case
-            assert page.eval_on_selector("#chart-latency", "c => c.dataset.series").split("|") == [
-                "since ingest p50", "since ingest p95", "since ingest p99", "since event p99 (+ producer delay, disorder)"]
-            # the SQL box: the job answers over its state; a time series is drawn too; a write is refused
-            ask = lambda sql: (page.fill("#sql-text", sql), page.click("#sql-run"))  # noqa: E731
-            ask("SELECT count(*) AS open_windows FROM windows_state_aggregation")
-            page.wait_for_function("document.querySelector('#sql-status').textContent === '1 row'", timeout=60_000)
-            assert int(page.inner_text("#sql-result td")) > 0 and page.locator("#sql-chart-box").is_hidden()
-            ask("SELECT timestamp_seconds(id * 10) AS t, id * id AS squared FROM range(5)")
-            page.wait_for_function("document.querySelector('#sql-chart').dataset.points === '5'", timeout=60_000)
-            assert page.eval_on_selector("#sql-chart", "c => c.dataset.last") == "16"
-            ask("DROP TABLE windows")
-            page.wait_for_function("document.querySelector('#sql-status').textContent.endsWith('not DROP')",
-                                   timeout=60_000)
-            page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
-            if os.environ.get("SPEEDLAYER_UPDATE_SCREENSHOT"):
-                page.screenshot(path=str(ROOT / "docs" / "dashboard.jpg"), type="jpeg", quality=70,
-                                clip={"x": 0, "y": 0, "width": 1360, "height": 1180})
-            assert not errors, errors
+            yield browser
         finally:
             browser.close()
+
+
+def test_the_page_says_when_the_input_runs_ahead_of_processing(tmp_path):
+    """A run whose source lag grew in each of its last batches (recorded, no Spark): the source lag tile
+    turns amber and says by how much the input is ahead."""
+    run = Run(None, plan_run(RunSettings(job="fleet", sinks={"windows": "memory:"}, state_dir=str(tmp_path / "st"))))
+    lags = iter([1_000, 5_000, 9_000, 14_000, 20_000, 27_000])
+    run.tracker.source_lag = lambda source: next(lags)
+    for batch in range(6):
+        run.tracker.record({**RECORDED[0], "batchId": batch})
+    server = open_server("127.0.0.1", 0, explicit=True, warn=print)
+    server.serve(run, ResultsFeed(feeds=[]))
+    try:
+        with chromium() as browser:
+            page = browser.new_page()
+            page.goto(server.url)
+            page.wait_for_selector("#kpi-behind", timeout=60_000)
+            assert "input ahead of processing by 27k, growing" in page.inner_text("#kpi-behind").lower()
+            assert "warn" in page.get_attribute("#kpi-behind", "class")
+    finally:
+        server.close()
+
+
+def test_dashboard_page_moves_in_chromium(live):
+    ARTIFACTS.mkdir(exist_ok=True)
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1360, "height": 1500})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(live["server"].url)
+        page.wait_for_function("Number(document.querySelector('#chart-rates').dataset.points || 0) > 0", timeout=60_000)
+        first = page.eval_on_selector("#chart-rates", "c => [Number(c.dataset.points), c.dataset.lastT]")
+        page.wait_for_function(f"Number(document.querySelector('#chart-rates').dataset.points || 0) > {first[0]}",
+                               timeout=60_000)
+        page.wait_for_function("Number(document.querySelector('#map').dataset.vehicles || 0) > 0", timeout=60_000)
+        page.wait_for_function("document.querySelectorAll('#alerts li.alert').length > 0", timeout=60_000)
+        page.wait_for_function("Number(document.querySelector('#chart-latency').dataset.points || 0) > 0", timeout=60_000)
+        second = page.eval_on_selector("#chart-rates", "c => [Number(c.dataset.points), c.dataset.lastT]")
+        assert second[1] != first[1]  # a newer batch is drawn
+        assert "running" in page.inner_text("#conn") or "stopped" in page.inner_text("#conn")
+        assert page.locator("#queries tbody tr").count() == 2
+        assert page.locator("#speeders tbody tr").count() > 0
+        # the generator stamps each event's ingest time: the latency shown first is since ingest
+        assert "latency since ingest p50 / p95 / p99" in page.inner_text("#kpis").lower()  # CSS shows it upper-case
+        assert page.eval_on_selector("#chart-latency", "c => c.dataset.series").split("|") == [
+            "since ingest p50", "since ingest p95", "since ingest p99", "since event p99 (+ producer delay, disorder)"]
+        # the SQL box: the job answers over its state; a time series is drawn too; a write is refused
+        ask = lambda sql: (page.fill("#sql-text", sql), page.click("#sql-run"))  # noqa: E731
+        ask("SELECT count(*) AS open_windows FROM windows_state_aggregation")
+        page.wait_for_function("document.querySelector('#sql-status').textContent === '1 row'", timeout=60_000)
+        assert int(page.inner_text("#sql-result td")) > 0 and page.locator("#sql-chart-box").is_hidden()
+        ask("SELECT timestamp_seconds(id * 10) AS t, id * id AS squared FROM range(5)")
+        page.wait_for_function("document.querySelector('#sql-chart').dataset.points === '5'", timeout=60_000)
+        assert page.eval_on_selector("#sql-chart", "c => c.dataset.last") == "16"
+        ask("DROP TABLE windows")
+        page.wait_for_function("document.querySelector('#sql-status').textContent.endsWith('not DROP')",
+                               timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+        if os.environ.get("SPEEDLAYER_UPDATE_SCREENSHOT"):
+            page.screenshot(path=str(ROOT / "docs" / "dashboard.jpg"), type="jpeg", quality=70,
+                            clip={"x": 0, "y": 0, "width": 1360, "height": 1180})
+        assert not errors, errors
 
 
 def test_metrics_are_scraped_while_the_run_moves(live):

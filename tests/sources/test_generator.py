@@ -85,6 +85,8 @@ def test_sources_say_how_many_events_a_batch_can_hold():
     assert open_source("generator://?rows_per_batch=5000").batch_rows(0) == 5000
     assert open_source("generator://?rate=2000").batch_rows(5000) == 10_000  # paced: rate x trigger interval
     assert open_source("generator://?rate=2000").batch_rows(0) is None  # back to back: no bound
+    assert open_source("generator://?rate=2000&max_per_batch=3000").batch_rows(0) == 3000  # admission control
+    assert open_source("generator://?rate=2000&max_per_batch=3000").batch_rows(1000) == 2000
     assert open_source("redis://127.0.0.1:6379/0?stream=v&max_records_per_trigger=300").batch_rows(0) == 300
     assert open_source("kafka://127.0.0.1:9092/telemetry?maxOffsetsPerTrigger=700").batch_rows(0) == 700
     assert open_source("files:///tmp/landing?format=json").batch_rows(1000) is None

@@ -32,6 +32,7 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import mask_secrets
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.monitor.prometheus import metrics_registry
+from speedlayer.runtime.metrics import falling_behind
 from speedlayer.runtime.processes import run_memory
 from speedlayer.runtime.progress import DURATION_BUCKETS
 from speedlayer.runtime.sql_endpoint import is_loopback
@@ -118,6 +119,7 @@ def run_state(run: Run, feed: ResultsFeed | None, zones: list | None = None) -> 
         t = tracked.get(qp.name)
         query = started.get(qp.name)
         latest = t.latest.as_dict() if t is not None and t.latest is not None else None
+        series = run.tracker.series(qp.name)
         queries.append({
             "name": qp.name, "output": qp.output.name, "sink": qp.sink.describe(), "guarantee": qp.sink.guarantee,
             "mode": qp.mode, "trigger": str(plan.trigger), "checkpoint": str(qp.checkpoint),
@@ -126,7 +128,7 @@ def run_state(run: Run, feed: ResultsFeed | None, zones: list | None = None) -> 
             "error": _query_error(query, t),
             "batches": t.batches if t else 0, "input_rows": t.input_rows if t else 0,
             "watermark": t.watermark if t else None, "totals": dict(t.totals) if t else {},
-            "latest": latest, "series": _series(run.tracker.series(qp.name)[-SERIES:]),
+            "latest": latest, "series": _series(series[-SERIES:]), "behind": falling_behind(series),
             "partition_lag": {f"{topic}/{partition}": behind
                               for (topic, partition), behind in partition_lag(t.sources if t else []).items()},
             "duration_hist": {"buckets": [b if b != float("inf") else None for b in DURATION_BUCKETS],

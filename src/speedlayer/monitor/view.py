@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from speedlayer.core.times import iso
+from speedlayer.runtime.metrics import BatchMetrics, falling_behind
 from speedlayer.sinks.console import BatchView, render_table
 
 if TYPE_CHECKING:
@@ -43,6 +44,17 @@ def executors_line(run: Run) -> str | None:
     return line
 
 
+def _lag(latest: BatchMetrics | None, behind: int | None) -> str:
+    """The source's lag after the newest batch, marked when it has been growing (``falling_behind``).
+
+    >>> _lag(None, None), _lag(BatchMetrics("q", 0, 0, 0, 0, 0.0, 0.0, source_lag=1200), 1200)
+    ('-', '1,200 (growing: the input is ahead of processing)')
+    """
+    if latest is None or latest.source_lag is None:
+        return "-"
+    return f"{latest.source_lag:,}" + (" (growing: the input is ahead of processing)" if behind is not None else "")
+
+
 def query_figures(run: Run) -> list[dict[str, str]]:
     """Each query's figures as the view shows them: batches, rates, last batch time, latency p50/p95/p99 since
     ingest (since the event, marked, where the source stamps no ingest time), watermark and its lag."""
@@ -62,6 +74,7 @@ def query_figures(run: Run) -> list[dict[str, str]]:
             + ("" if since == "ingest" else " (event)") if latency else "-",
             "watermark": (p.watermark or "-").replace("T", " ").removesuffix(".000Z") if p else "-",
             "wm lag": _ms(m.watermark_lag_ms) if m else "-",
+            "source lag": _lag(m, falling_behind(p.metrics) if p else None),
         })
     return figures
 
@@ -91,7 +104,8 @@ def progress_lines(run: Run) -> list[str]:
             continue
         lines.append(f"{row['output']}: {row['batches']} batches, input {row['input rows/s']} rows/s, processed "
                      f"{row['processed rows/s']} rows/s, batch {row['batch']}, latency since ingest p50/p95/p99 "
-                     f"{row['latency since ingest p50/p95/p99']}, watermark {row['watermark']} (lag {row['wm lag']})")
+                     f"{row['latency since ingest p50/p95/p99']}, watermark {row['watermark']} (lag {row['wm lag']})"
+                     + ("" if row["source lag"] == "-" else f", source lag {row['source lag']}"))
     return lines
 
 

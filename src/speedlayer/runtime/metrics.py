@@ -23,6 +23,7 @@ the window length plus the watermark delay, and it is not part of this figure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -93,6 +94,26 @@ class BatchMetrics:
         data.update(ended_ms=self.ended_ms, dropped_by_watermark=self.dropped_by_watermark,
                     duplicates_removed=self.duplicates_removed)
         return data
+
+
+#: batches in a row in which the source's lag grew before a run says its input is ahead of processing
+BEHIND_AFTER = 5
+
+
+def falling_behind(metrics: Sequence[BatchMetrics], batches: int = BEHIND_AFTER) -> int | None:
+    """The source's lag after the newest batch when it grew in each of the last ``batches`` batches (the
+    input is ahead of processing and the gap widens: the machine is too slow for the rate), else None.
+
+    >>> from types import SimpleNamespace as B
+    >>> falling_behind([B(source_lag=n) for n in (10, 40, 90, 150, 230, 300)])
+    300
+    >>> falling_behind([B(source_lag=n) for n in (10, 40, 20, 150, 230, 300)]) is None
+    True
+    """
+    lags = [m.source_lag for m in list(metrics)[-(batches + 1):]]
+    if len(lags) <= batches or any(lag is None for lag in lags):
+        return None
+    return lags[-1] if all(b > a for a, b in zip(lags, lags[1:])) else None
 
 
 def epoch_ms(text: str | None) -> int | None:

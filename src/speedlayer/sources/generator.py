@@ -1,4 +1,7 @@
-"""``generator://`` — synthetic events computed in the JVM from Spark's rate source.
+"""``generator://`` — synthetic events computed in the JVM from a paced sequence of numbers.
+
+The sequence is Spark's rate source (whole seconds at a time), or with ``max_per_batch`` a
+sequence paced to the millisecond with admission control (``generator_pacing``).
 
 Event ``n`` is a pure function of (seed, n, start, rate): the same seed gives the same events in
 every query, after a restart, and in ``read_batch`` (``spark.range``), which is what lets tests
@@ -28,6 +31,8 @@ from speedlayer.core.uris import Uri, parse_options, parse_uri
 from speedlayer.sources.base import Source
 from speedlayer.sources.generator_kinds import kinds
 from speedlayer.sources.generator_kit import GeneratorOptions, options_of, own_options
+from speedlayer.sources.generator_pacing import FORMAT as PACED
+from speedlayer.sources.generator_pacing import PacedSequence, due
 
 
 def parse_start(text: str) -> int:
@@ -156,16 +161,29 @@ class GeneratorSource(Source):
 
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         o = self.options
+        seq = self._paced(spark) if o.max_per_batch else self._rate(spark)
+        if max_events is not None:
+            seq = seq.where(F.col("n") < max_events)
+        return generate(seq, o, self._start())
+
+    def _paced(self, spark: SparkSession) -> DataFrame:
+        o = self.options
+        if self.continuous:
+            raise ConfigError("generator option max_per_batch bounds micro-batches: drop it with --trigger continuous")
+        spec = {"start_ms": self._start(), "rate": o.rate, "max_per_batch": o.max_per_batch,
+                "partitions": o.partitions or spark.sparkContext.defaultParallelism}
+        spark.dataSource.register(PacedSequence)
+        return spark.readStream.format(PACED).option("spec", json.dumps(spec)).load()
+
+    def _rate(self, spark: SparkSession) -> DataFrame:
+        o = self.options
         if o.rows_per_batch:
             reader = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", o.rows_per_batch)
         else:
             reader = spark.readStream.format("rate").option("rowsPerSecond", o.rate)
         if o.partitions:
             reader = reader.option("numPartitions", o.partitions)
-        seq = reader.load().select(F.col("value").alias("n"))
-        if max_events is not None:
-            seq = seq.where(F.col("n") < max_events)
-        return generate(seq, o, self._start())
+        return reader.load().select(F.col("value").alias("n"))
 
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         if max_events is None:
@@ -174,9 +192,11 @@ class GeneratorSource(Source):
         return generate(seq.select(F.col("id").alias("n")), self.options, self._start())
 
     def batch_rows(self, interval_ms: int) -> int | None:
-        if self.options.rows_per_batch:
-            return self.options.rows_per_batch
-        return self.options.rate * interval_ms // 1000 if interval_ms else None
+        o = self.options
+        if o.rows_per_batch:
+            return o.rows_per_batch
+        paced = o.rate * interval_ms // 1000 if interval_ms else None
+        return min(paced or o.max_per_batch, o.max_per_batch) if o.max_per_batch else paced
 
     def events_read(self, progress_source: dict) -> int | None:
         end = progress_source.get("endOffset")
@@ -184,6 +204,13 @@ class GeneratorSource(Source):
             return None
         if isinstance(end, str):
             end = json.loads(end)
-        if isinstance(end, dict):  # rate-micro-batch: {"offset": rows, "timestamp": ...}
-            return int(end["offset"])
+        if isinstance(end, dict):  # paced: {"n": rows}; rate-micro-batch: {"offset": rows, "timestamp": ...}
+            return int(end["n"] if "n" in end else end["offset"])
         return int(end) * self.options.rate  # rate: seconds since the query began
+
+    def lag(self, progress_source: dict) -> int | None:
+        """Events due by now on the generator's clock that no batch has read yet (None when unpaced)."""
+        read = self.events_read(progress_source)
+        if read is None or self.options.rows_per_batch or self.start_ms is None:
+            return None
+        return max(0, due(_now_ms(), self.start_ms, self.options.rate) - read)

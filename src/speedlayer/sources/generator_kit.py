@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -46,6 +46,9 @@ class GeneratorOptions(BaseModel):
     malformed: float = Field(0.002, ge=0, le=1, description="fraction of corrupted payloads")
     partitions: int | None = Field(None, gt=0)
     rows_per_batch: int | None = Field(None, gt=0, description="unpaced: this many events per micro-batch")
+    max_per_batch: int | None = Field(None, gt=0, description="paced to the millisecond, at most this many events "
+                                      "per micro-batch: a machine too slow for the rate falls behind in bounded "
+                                      "batches, shown as the source's lag")
 
     @field_validator("kind")
     @classmethod
@@ -55,6 +58,12 @@ class GeneratorOptions(BaseModel):
             raise ValueError(f"unknown kind {value!r}: choose one of {', '.join(known)} (a package adds one "
                              "through the entry-point group speedlayer.generator_kinds)")
         return value
+
+    @model_validator(mode="after")
+    def _one_batching(self) -> GeneratorOptions:
+        if self.rows_per_batch and self.max_per_batch:
+            raise ValueError("rows_per_batch (unpaced) and max_per_batch (paced, bounded) exclude each other: keep one")
+        return self
 
     @field_validator("disorder", "late_delay")
     @classmethod

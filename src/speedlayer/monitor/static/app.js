@@ -55,6 +55,12 @@ function kpis(s) {
       tile.append(el("div", { class: "l", id: "kpi-partition-lag" }, byPartition.slice(0, 3).join(" · ")));
       tile.title = byPartition.join("\n");
     }
+    // the lag grew batch after batch: the input is ahead of processing, say so rather than let latency creep
+    if (l === "source lag" && q && q.behind != null) {
+      tile.classList.add("warn");
+      tile.id = "kpi-behind";
+      tile.append(el("div", { class: "l" }, `input ahead of processing by ${num(q.behind)}, growing`));
+    }
     box.append(tile);
   });
   box.append(executorsKpi(s.executors));

@@ -1,0 +1,123 @@
+"""The Spark side of ``generator://?...&max_per_batch=N``: a paced sequence with admission control.
+
+Row ``n`` is due at its ingest time, ``start + floor(n * 1000 / rate)`` ms, and is readable from
+that millisecond on (Spark's rate source releases a second's rows only once the second is over).
+An offset is ``{"n": rows}``. ``latestOffset`` returns the rows due now, but no more than
+``max_per_batch`` beyond the batch's start: a machine too slow for the rate reads bounded batches
+and falls behind, which ``reportLatestOffset`` makes visible as the source's lag. Executors read
+a partition as one Arrow batch of sequence numbers; the generator's kind computes the events from
+them in the JVM, as it does from the rate source.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import LongType, StructField, StructType
+
+FORMAT = "speedlayer_paced"
+SCHEMA = StructType([StructField("n", LongType())])
+
+
+def due(now_ms: int, start_ms: int, rate: int) -> int:
+    """How many rows are due at ``now_ms``: those whose ingest time ``start + floor(n * 1000 / rate)`` has come.
+
+    >>> due(1_000, 1_000, 5000), due(1_001, 1_000, 5000), due(999, 1_000, 5000), due(2_000, 1_000, 1)
+    (5, 10, 0, 2)
+    """
+    if now_ms < start_ms:
+        return 0
+    return ((now_ms - start_ms + 1) * rate + 999) // 1000
+
+
+def _rows(offset: dict | None) -> int:
+    return int((offset or {}).get("n", 0))
+
+
+class SequencePartition(InputPartition):
+    """Sequence numbers ``first`` .. ``end - 1``."""
+
+    def __init__(self, first: int, end: int):
+        self.first, self.end = first, end
+
+    def __repr__(self) -> str:
+        return f"SequencePartition({self.first} .. {self.end - 1})"
+
+
+def split(first: int, end: int, parts: int) -> list[SequencePartition]:
+    """``first .. end - 1`` in at most ``parts`` contiguous, non-empty partitions of near-equal size.
+
+    >>> split(0, 10, 3)
+    [SequencePartition(0 .. 2), SequencePartition(3 .. 5), SequencePartition(6 .. 9)]
+    >>> split(5, 6, 4)
+    [SequencePartition(5 .. 5)]
+    """
+    count = end - first
+    parts = max(1, min(parts, count))
+    bounds = [first + count * i // parts for i in range(parts + 1)]
+    return [SequencePartition(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+class _PacedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets on the driver (no state beyond the spec: due rows are a function of the clock); ``read`` on executors."""
+
+    def __init__(self, spec: dict[str, Any]):
+        self.start_ms, self.rate = int(spec["start_ms"]), int(spec["rate"])
+        self.max_per_batch: int | None = spec.get("max_per_batch")
+        self.partition_count = int(spec["partitions"])
+        self._until: int | None = None  # an available-now trigger's last row
+
+    def _due(self) -> int:
+        rows = due(int(time.time() * 1000), self.start_ms, self.rate)
+        return rows if self._until is None else min(rows, self._until)
+
+    def initialOffset(self) -> dict:
+        return {"n": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_per_batch) if self.max_per_batch else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._until = self._due()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = _rows(start)
+        end = max(begin, self._due())
+        if isinstance(limit, ReadMaxRows):
+            end = min(end, begin + limit.max_rows)
+        return {"n": end}
+
+    def reportLatestOffset(self) -> dict:
+        return {"n": self._due()}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return split(_rows(start), _rows(end), self.partition_count)  # type: ignore[return-value]
+
+    def read(self, partition: SequencePartition) -> Iterator:  # type: ignore[override]
+        import numpy as np
+        import pyarrow as pa
+
+        yield pa.RecordBatch.from_arrays([pa.array(np.arange(partition.first, partition.end, dtype=np.int64))],
+                                         names=["n"])
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class PacedSequence(DataSource):
+    """Spark's view of the paced sequence; option ``spec`` (JSON: start_ms, rate, max_per_batch, partitions)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _PacedReader(json.loads(self.options["spec"]))

@@ -1,0 +1,119 @@
+"""The generator paced to the millisecond: rows read once due and never before, batches bounded by
+``max_per_batch`` (admission control), and the lag that a machine too slow for the rate shows."""
+
+import time
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.testing import assertDataFrameEqual
+
+from speedlayer.core.errors import ConfigError
+from speedlayer.sources import generator, generator_pacing, open_source
+from speedlayer.sources.generator_pacing import _PacedReader, due
+
+START_MS = 1_790_000_000_000
+
+
+def ingest_ms(n: int, rate: int) -> int:
+    """Row n's ingest time after the start, as the generator documents it: n / rate seconds, in whole ms."""
+    return n * 1000 // rate
+
+
+@pytest.mark.parametrize("rate", [1, 3, 7, 1000, 5000])
+def test_a_row_is_due_from_the_millisecond_of_its_ingest_time(rate):
+    rows = 3 * rate + 5
+    for after_ms in [0, 1, 332, 333, 334, 999, 1000, 1001, 2500]:
+        expected = sum(1 for n in range(rows) if ingest_ms(n, rate) <= after_ms)
+        assert due(START_MS + after_ms, START_MS, rate) == expected, after_ms
+    assert due(START_MS - 1, START_MS, rate) == 0
+
+
+def reader(monkeypatch, now_ms: int, **spec) -> _PacedReader:
+    monkeypatch.setattr(generator_pacing.time, "time", lambda: now_ms / 1000)
+    return _PacedReader({"start_ms": START_MS, "rate": 1000, "partitions": 2, **spec})
+
+
+def test_a_batch_reads_what_is_due_but_no_more_than_max_per_batch(monkeypatch):
+    paced = reader(monkeypatch, START_MS + 10_000, max_per_batch=4000)  # 10,001 rows due
+    assert paced.getDefaultReadLimit() == ReadMaxRows(4000)
+    assert paced.latestOffset({"n": 0}, ReadMaxRows(4000)) == {"n": 4000}
+    assert paced.latestOffset({"n": 8000}, ReadMaxRows(4000)) == {"n": 10_001}
+    assert paced.latestOffset({"n": 0}, ReadAllAvailable()) == {"n": 10_001}  # the engine asked for all: all
+    assert paced.reportLatestOffset() == {"n": 10_001}
+    assert reader(monkeypatch, START_MS, max_per_batch=None).getDefaultReadLimit() == ReadAllAvailable()
+    parts = paced.partitions({"n": 8000}, {"n": 10_001})
+    assert [(p.first, p.end) for p in parts] == [(8000, 9000), (9000, 10_001)]
+
+
+def test_available_now_reads_what_was_due_when_it_began(monkeypatch):
+    paced = reader(monkeypatch, START_MS + 999, max_per_batch=300)
+    paced.prepareForTriggerAvailableNow()
+    monkeypatch.setattr(generator_pacing.time, "time", lambda: (START_MS + 60_000) / 1000)
+    assert paced.latestOffset({"n": 900}, ReadMaxRows(300)) == {"n": 1000}
+    assert paced.latestOffset({"n": 1000}, ReadMaxRows(300)) == {"n": 1000}
+
+
+def test_a_backlog_is_read_in_bounded_batches_each_row_once_none_early(spark, tmp_path):
+    """Started 20 s in the past at 1,000/s: some 20,000 rows are due at once; batches of at most 3,000
+    read them, each row once, none before its ingest time, and the rows are those of a batch read."""
+    start_ms = int(time.time() * 1000) - 20_000
+    source = open_source(f"generator://?seed=4&start={start_ms}&rate=1000&max_per_batch=3000")
+    seen: list[tuple[int, int, int, int]] = []  # batch, rows, newest ingest time, when the batch ran
+
+    def record(batch, batch_id):
+        newest, rows = batch.agg(F.max(F.col("ingest_time").cast("double")), F.count("*")).first()
+        seen.append((batch_id, rows, int(newest * 1000) if newest else 0, int(time.time() * 1000)))
+        batch.write.mode("append").parquet(str(tmp_path / "out"))
+
+    query = (source.read_stream(spark).writeStream.foreachBatch(record)
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    rows = [r for _, r, _, _ in seen]
+    assert len(rows) >= 7 and max(rows) <= 3000 and rows[:6] == [3000] * 6, seen
+    assert all(newest <= ran for _, _, newest, ran in seen), seen
+    total = sum(rows)
+    assert total >= 20_000
+    assertDataFrameEqual(spark.read.parquet(str(tmp_path / "out")), source.read_batch(spark, total))
+
+
+def test_lag_is_what_is_due_and_not_yet_read(monkeypatch):
+    source = open_source(f"generator://?start={START_MS}&rate=1000&max_per_batch=3000")
+    monkeypatch.setattr(generator, "_now_ms", lambda: START_MS + 9_999)  # 10,000 rows due
+    assert source.lag({"endOffset": {"n": 6000}}) == 4000
+    assert source.lag({"endOffset": 4}) == 6000  # the rate source's offset: whole seconds
+    assert open_source("generator://?rows_per_batch=10").lag({"endOffset": {"offset": 10}}) is None  # unpaced
+
+
+def test_max_per_batch_is_refused_where_it_cannot_bound(spark):
+    with pytest.raises(ConfigError, match="exclude each other"):
+        open_source("generator://?rows_per_batch=10&max_per_batch=10")
+    source = open_source("generator://?max_per_batch=10")
+    source.continuous = True
+    with pytest.raises(ConfigError, match="drop it with --trigger continuous"):
+        source.read_stream(spark)
+
+
+def test_a_run_too_slow_for_the_rate_reads_bounded_batches_and_says_it_falls_behind(spark, tmp_path):
+    """50,000 events/s due, 400 a batch: any machine is too slow. Every batch stays at 400 rows, the lag
+    grows batch after batch, and the dashboard, the live view and the log say so."""
+    from speedlayer.monitor.dashboard import run_state
+    from speedlayer.monitor.view import progress_lines
+    from speedlayer.runtime.metrics import falling_behind
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
+
+    settings = RunSettings(job="fleet", source="generator://?seed=5&rate=50000&vehicles=50&late=0&max_per_batch=400",
+                           max_events=3200, state_dir=str(tmp_path / "st"), trigger="processing:0s",
+                           sinks={"alerts": "memory:"})
+    run = Run(spark, plan_run(settings))
+    run.start_and_wait()
+    series = run.tracker.series(run.plan.queries[0].name)
+    read = [m.input_rows for m in series]
+    lags = [m.source_lag for m in series]
+    assert len(series) >= 8 and max(read) == 400 and read[:8] == [400] * 8, read
+    assert all(b > a for a, b in zip(lags, lags[1:])), lags
+    assert falling_behind(series) == lags[-1] > 50_000
+    assert "(growing: the input is ahead of processing)" in progress_lines(run)[0]
+    assert run_state(run, None)["queries"][0]["behind"] == lags[-1]
