@@ -208,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                 if (modes.index(mode) + rates.index(rate)) % 2:
                     sides.reverse()
                 for side, start in sides:
-                    cell = measure_cell(bootstrap, side, mode, rate, start, args.warmup, args.measure)
+                    dedup = args.dedup if side == "speedlayer" and parse_trigger(mode).kind == "processing" else None
+                    cell = measure_cell(bootstrap, side, mode, rate, start, args.warmup, args.measure, dedup=dedup)
                     cells.append(cell)
                     print(cell_line(cell), flush=True)
             for peer in peers:

@@ -33,6 +33,19 @@ def test_the_mode_that_gives_up_least_among_those_that_meet_the_target(rate, tar
     assert [v.mode for v in advice.modes] == ["continuous:1s", "realtime:1min", "processing:0s"]
 
 
+def test_micro_batch_with_the_fast_dedup_is_a_mode_of_its_own_preferred_to_real_time():
+    """Measured with --dedup exact and fast: fast meets a target exact misses, and gives up less than real-time."""
+    cells = CELLS + [{**cell("processing:0s", 1000, 640), "dedup": "fast"},
+                     {**cell("processing:0s", 1000, 1154), "dedup": "exact"}]
+    advice = kafka_advice(cells, 1000, 1000)
+    assert advice.recommended == "processing:0s --dedup fast"
+    assert "same copy of a re-sent ping on every replay" in advice.gives_up
+    verdicts = {v.mode: v for v in advice.modes}
+    assert not verdicts["processing:0s"].meets and verdicts["processing:0s --dedup fast"].meets
+    assert kafka_advice(cells, 1000, 2000).recommended == "processing:0s"  # both meet it: exact gives up nothing
+    assert verdicts["processing:0s --dedup fast"].expected_latency.startswith("p50 160 / p99 640")
+
+
 def test_a_rate_above_every_measured_one_is_judged_on_the_highest_and_says_so():
     verdicts = {v.mode: v for v in kafka_advice(CELLS, 50_000, 30).modes}
     assert verdicts["continuous:1s"].meets and "measured up to 10,000/s only" in verdicts["continuous:1s"].why

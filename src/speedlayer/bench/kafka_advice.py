@@ -3,8 +3,11 @@
 ``speedlayer bench --kafka`` writes ``kafka-latency.json``: per (mode, rate) the alerts' latency as a
 Kafka consumer computes it. For a target rate each mode is judged on the cell measured at the nearest
 rate at or above it (or the highest measured, said so); a mode meets the target when that cell ran
-and its p99 is at most the target. Of the modes that meet it, the one that gives up least is
-recommended: micro-batch (exactly once, every operation), then real-time, then continuous.
+and its p99 is at most the target. Micro-batch cells measured with ``--dedup fast`` (``speedlayer
+bench --kafka --dedup exact --dedup fast``) are a mode of their own. Of the modes that meet it, the
+one that gives up least is recommended: micro-batch (exactly once, every operation), then
+micro-batch with ``--dedup fast`` (a replay may keep another copy of a re-sent ping), then
+real-time, then continuous.
 
     >>> cells = [{"side": "speedlayer", "mode": "processing:0s", "rate": 1000, "p50_ms": 600.0, "p99_ms": 1150.0,
     ...           "p999_ms": 1300.0, "status": "ok"},
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from speedlayer.bench.advice import ModeVerdict
+from speedlayer.bench.kafka_latency import cell_label
 from speedlayer.runtime.triggers import parse_trigger
 
 #: what each mode keeps and what it gives up, for an output read from and written to Kafka
@@ -33,8 +37,11 @@ GUARANTEES = {
     "continuous": ("at-least-once (Spark's Kafka sink); map-like operations only",
                    "exactly-once, and every stateful operation"),
 }
+#: micro-batch with ``--dedup fast``: what it keeps and gives up beside the default's
+FAST_DEDUP = ("exactly-once (kafka:// sink, Kafka transactions); every operation; of a ping's copies in one batch, "
+              "the first Spark meets", "the same copy of a re-sent ping on every replay (--dedup exact)")
 #: the order in which a mode that meets the target is preferred: the one that gives up least first
-PREFERENCE = ("processing", "realtime", "continuous")
+PREFERENCE = ("processing", "processing --dedup fast", "realtime", "continuous")
 
 
 @dataclass(frozen=True)
@@ -59,11 +66,12 @@ def kafka_advice(cells: Iterable[Mapping[str, Any]], rate: int, target_latency_m
     if not ours:
         raise ValueError("no cell of speedlayer's side to advise from")
     verdicts, meeting = [], []
-    for mode in dict.fromkeys(c["mode"] for c in ours):
-        kind = parse_trigger(mode).kind
-        cell, note = _nearest(sorted((c for c in ours if c["mode"] == mode), key=lambda c: c["rate"]), rate)
-        keeps, gives_up = GUARANTEES.get(kind, ("", ""))
-        if stateful and kind != "processing":
+    for mode in dict.fromkeys(map(_label, ours)):
+        trigger, _, dedup = mode.partition(" --dedup ")
+        kind = parse_trigger(trigger).kind + (" --dedup fast" if dedup == "fast" else "")
+        cell, note = _nearest(sorted((c for c in ours if _label(c) == mode), key=lambda c: c["rate"]), rate)
+        keeps, gives_up = FAST_DEDUP if dedup == "fast" else GUARANTEES.get(kind, ("", ""))
+        if stateful and not kind.startswith("processing"):
             verdicts.append(ModeVerdict(mode, False, "-", keeps, "this output keeps state, which this mode cannot run"))
             continue
         if cell.get("status") != "ok" or cell.get("p99_ms") is None:
@@ -79,6 +87,10 @@ def kafka_advice(cells: Iterable[Mapping[str, Any]], rate: int, target_latency_m
                             gives_up))
     best = min(meeting, default=None)
     return KafkaAdvice(rate, target_latency_ms, verdicts, best[2] if best else None, best[3] if best else "")
+
+
+def _label(cell: Mapping[str, Any]) -> str:
+    return cell_label(cell["mode"], cell.get("dedup"))
 
 
 def _nearest(cells: list[Mapping[str, Any]], rate: int) -> tuple[Mapping[str, Any], str]:

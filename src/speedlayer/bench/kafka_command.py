@@ -7,16 +7,28 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import get_args
 
 from rich.console import Console
 from rich.table import Table
 
-from speedlayer.bench.kafka_latency import KAFKA_MODES, KafkaCell, cell_line, cells_json, kafka_session, run_kafka_bench
+from speedlayer.bench.kafka_latency import (
+    KAFKA_MODES,
+    KafkaCell,
+    bench_cells,
+    cell_line,
+    cells_json,
+    kafka_session,
+    run_kafka_bench,
+)
 from speedlayer.core.errors import ConfigError
+from speedlayer.runtime.settings import RunSettings
 from speedlayer.runtime.triggers import parse_trigger
 from speedlayer.sources.kafka import check_brokers
 
 RATES = (1_000, 10_000)
+#: what --dedup takes: which copy of a re-sent ping the micro-batch cells keep (the run's own choices)
+DEDUPS = get_args(RunSettings.model_fields["dedup"].annotation)
 #: the file the run writes into its --out directory
 KAFKA_JSON = "kafka-latency.json"
 
@@ -28,18 +40,20 @@ def cells_table(cells: list[KafkaCell]) -> Table:
         table.add_column(column, justify="left" if column == "mode" else "right")
     for c in cells:
         if c.status != "ok":
-            table.add_row(c.mode, f"{c.rate:,}", c.status, "", "", "", c.reason[:60])
+            table.add_row(c.label, f"{c.rate:,}", c.status, "", "", "", c.reason[:60])
             continue
-        table.add_row(c.mode, f"{c.rate:,}", f"{c.p50_ms:,.0f}", f"{c.p99_ms:,.0f}", f"{c.p999_ms:,.0f}",
+        table.add_row(c.label, f"{c.rate:,}", f"{c.p50_ms:,.0f}", f"{c.p99_ms:,.0f}", f"{c.p999_ms:,.0f}",
                       f"{c.max_ms:,.0f}", f"{c.measured:,}")
     return table
 
 
 def execute_kafka_bench(bootstrap: str, modes: tuple[str, ...], rates: tuple[int, ...], warmup_s: float | None,
                         measure_s: float | None, master: str, out_dir: Path, console: Console,
-                        errors: Console) -> list[KafkaCell]:
+                        errors: Console, dedups: tuple[str, ...] = ()) -> list[KafkaCell]:
     """Check the options and the broker, run the cells, print the table, write ``kafka-latency.json``."""
-    modes, rates = modes or KAFKA_MODES, rates or RATES
+    modes, rates, dedups = modes or KAFKA_MODES, rates or RATES, tuple(dict.fromkeys(dedups or ("exact",)))
+    if unknown := [d for d in dedups if d not in DEDUPS]:
+        raise ConfigError(f"--dedup {unknown[0]!r}: choose {' or '.join(DEDUPS)} (repeat --dedup to measure both)")
     warmup_s, measure_s = 20.0 if warmup_s is None else warmup_s, 60.0 if measure_s is None else measure_s
     for mode in modes:
         parse_trigger(mode)
@@ -53,13 +67,14 @@ def execute_kafka_bench(bootstrap: str, modes: tuple[str, ...], rates: tuple[int
     scratch = Path(tempfile.mkdtemp(prefix="speedlayer-bench-kafka-"))
     log = out_dir / "spark.log"
     errors.print(f"starting Spark ({master}) with Spark's Kafka connector; Spark's log: {log}", soft_wrap=True)
-    errors.print(f"bench: fleet alerts on {bootstrap}, {len(modes) * len(rates)} cells of {warmup_s:g} s warm-up + "
+    cells_planned = len(bench_cells(modes, rates, dedups))
+    errors.print(f"bench: fleet alerts on {bootstrap}, {cells_planned} cells of {warmup_s:g} s warm-up + "
                  f"{measure_s:g} s measured (new topics each, removed after)", soft_wrap=True)
     started = time.monotonic()
     try:
         spark = kafka_session(master, log)
         cells = run_kafka_bench(spark, bootstrap, modes, rates, warmup_s, measure_s, str(scratch),
-                                lambda cell: errors.print("  " + cell_line(cell), soft_wrap=True, markup=False))
+                                lambda cell: errors.print("  " + cell_line(cell), soft_wrap=True, markup=False), dedups)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     console.print(cells_table(cells))

@@ -24,6 +24,7 @@ from typing import Any
 
 from speedlayer.bench.cell import percentile
 from speedlayer.core.errors import SpeedlayerError
+from speedlayer.runtime.triggers import parse_trigger
 from speedlayer.sources.kafka import admin_client, kafka_client, quiet
 
 #: both topics stamp each record with the broker's clock when it is appended
@@ -51,6 +52,22 @@ class KafkaCell:
     produced_rate: float = 0.0
     status: str = "ok"
     reason: str = ""
+    #: micro-batch cells: which copy of a re-sent ping the dedup keeps (``--dedup``); None in other modes
+    dedup: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The cell's run as options: its trigger, and ``--dedup fast`` where it is not the default."""
+        return cell_label(self.mode, self.dedup)
+
+
+def cell_label(mode: str, dedup: str | None) -> str:
+    """``processing:0s --dedup fast``; the trigger alone with the default dedup or none.
+
+    >>> cell_label("processing:0s", "fast"), cell_label("processing:0s", "exact"), cell_label("continuous:1s", None)
+    ('processing:0s --dedup fast', 'processing:0s', 'continuous:1s')
+    """
+    return f"{mode} --dedup {dedup}" if dedup and dedup != "exact" else mode
 
 
 def ping(n: int, now_ms: int, rng: random.Random, vehicles: int = 500) -> tuple[str, bytes]:
@@ -158,13 +175,13 @@ Starter = Callable[[str, str], Callable[[], None]]
 
 
 def measure_cell(bootstrap: str, side: str, mode: str, rate: int, start: Starter, warmup_s: float = 15,
-                 measure_s: float = 60, partitions: int = 2) -> KafkaCell:
+                 measure_s: float = 60, partitions: int = 2, dedup: str | None = None) -> KafkaCell:
     """Publish at ``rate`` for ``warmup_s + measure_s`` into a new topic that ``start``'s query reads,
     then read its output topic and compute the latency of the alerts of pings appended in the measured span."""
     tag = uuid.uuid4().hex[:8]
     source, out = f"lat_in_{tag}", f"lat_out_{tag}"
     create_topics(bootstrap, {source: partitions, out: 1})
-    cell = KafkaCell(side, mode, rate)
+    cell = KafkaCell(side, mode, rate, dedup=dedup)
     producer = PacedProducer(bootstrap, source, rate)
     try:
         stop_query = start(source, out)
@@ -240,8 +257,8 @@ KAFKA_MODES = ("continuous:1s", "realtime:1min", "processing:0s")
 def cell_line(cell: KafkaCell) -> str:
     """One cell in one line, as the bench prints it when the cell is done."""
     if cell.status != "ok":
-        return f"{cell.side} {cell.mode} {cell.rate:,}/s: {cell.status}: {cell.reason}"
-    return (f"{cell.side} {cell.mode} {cell.rate:,}/s: p50 {cell.p50_ms:,.0f} ms, p99 {cell.p99_ms:,.0f} ms, "
+        return f"{cell.side} {cell.label} {cell.rate:,}/s: {cell.status}: {cell.reason}"
+    return (f"{cell.side} {cell.label} {cell.rate:,}/s: p50 {cell.p50_ms:,.0f} ms, p99 {cell.p99_ms:,.0f} ms, "
             f"p99.9 {cell.p999_ms:,.0f} ms, max {cell.max_ms:,.0f} ms ({cell.measured:,} alerts; "
             f"produced {cell.produced_rate:,.0f}/s of {cell.rate:,}/s)")
 
@@ -255,18 +272,29 @@ def kafka_session(master: str, log_file: Any) -> Any:
                          app_name="speedlayer-bench-kafka", log_file=log_file)
 
 
+def bench_cells(modes: tuple[str, ...], rates: tuple[int, ...], dedups: tuple[str, ...]) -> list[tuple[int, str, str | None]]:
+    """The (rate, mode, dedup) cells in the order they run: micro-batch once per dedup, other modes once
+    (they run no dedup).
+
+    >>> bench_cells(("continuous:1s", "processing:0s"), (1000,), ("exact", "fast"))
+    [(1000, 'continuous:1s', None), (1000, 'processing:0s', 'exact'), (1000, 'processing:0s', 'fast')]
+    """
+    return [(rate, mode, dedup) for rate in rates for mode in modes
+            for dedup in (dedups if parse_trigger(mode).kind == "processing" else (None,))]
+
+
 def run_kafka_bench(spark: Any, bootstrap: str, modes: tuple[str, ...], rates: tuple[int, ...], warmup_s: float,
-                    measure_s: float, state_root: str, on_cell: Callable[[KafkaCell], None]) -> list[KafkaCell]:
-    """Every (mode, rate) cell of the fleet alerts through speedlayer, Kafka -> Kafka, in turn, after one
+                    measure_s: float, state_root: str, on_cell: Callable[[KafkaCell], None],
+                    dedups: tuple[str, ...] = ("exact",)) -> list[KafkaCell]:
+    """Every cell of ``bench_cells`` of the fleet alerts through speedlayer, Kafka -> Kafka, in turn, after one
     cell not kept that warms the session's JVM up (a fresh JVM's first minute runs uncompiled code)."""
     warm_up_session(bootstrap, modes[0], rates[0], speedlayer_alerts(spark, bootstrap, modes[0], state_root))
     cells = []
-    for rate in rates:
-        for mode in modes:
-            cell = measure_cell(bootstrap, "speedlayer", mode, rate, speedlayer_alerts(spark, bootstrap, mode, state_root),
-                                warmup_s, measure_s)
-            on_cell(cell)
-            cells.append(cell)
+    for rate, mode, dedup in bench_cells(modes, rates, dedups):
+        query = speedlayer_alerts(spark, bootstrap, mode, state_root, dedup=dedup or "exact")
+        cell = measure_cell(bootstrap, "speedlayer", mode, rate, query, warmup_s, measure_s, dedup=dedup)
+        on_cell(cell)
+        cells.append(cell)
     return cells
 
 

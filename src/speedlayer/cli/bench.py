@@ -29,6 +29,8 @@ def bench_command(
     kafka: str | None = typer.Option(None, "--kafka", metavar="HOST:PORT",
                                      help="measure the alerts Kafka -> Kafka on this broker instead, in continuous, "
                                           "real-time and micro-batch mode, as a Kafka consumer sees the latency"),
+    dedup: list[str] | None = typer.Option(None, "--dedup", help="with --kafka: exact | fast, the micro-batch cells' "
+                                           "dedup (repeat to measure both; default exact)"),
 ) -> None:
     """Measure end-to-end latency, sustained throughput, CPU and memory per output, trigger and input rate."""
     if kafka is not None:
@@ -37,8 +39,10 @@ def bench_command(
         from speedlayer.bench.kafka_command import execute_kafka_bench
 
         execute_kafka_bench(kafka, tuple(mode or ()), tuple(rate or ()), warmup_seconds, cell_seconds,
-                            master or "local[2]", Path(out_dir), out, err)
+                            master or "local[2]", Path(out_dir), out, err, tuple(dedup or ()))
         return
+    if dedup:
+        raise ConfigError("--dedup measures the micro-batch cells of a Kafka bench: give --kafka HOST:PORT with it")
     from speedlayer.bench.lab import LabConfig
 
     cfg = LabConfig.quick() if quick else LabConfig()
