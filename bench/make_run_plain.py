@@ -13,7 +13,8 @@ last 30 s.
 
 Rounds alternate, each side a fresh process: speedlayer as ``make run`` starts it (the dashboard on),
 speedlayer without the dashboard, plain PySpark; ``--sides`` picks others, among them ``dedup fast``
-(``make run`` with ``--dedup fast``: Spark's own dedup, as the plain side's).
+(``make run`` with ``--dedup fast``: Spark's own dedup, as the plain side's), ``paced``, ``paced fast``
+and ``plain paced`` (the same on the generator paced to the millisecond, ``max_per_batch=10000``).
 
     .venv/bin/python bench/make_run_plain.py --seconds 150 --rounds 2
     .venv/bin/python bench/make_run_plain.py --sides "make run,dedup fast,plain"
@@ -36,14 +37,16 @@ from speedlayer.runtime.metrics import epoch_ms  # noqa: E402
 from targets import MAKE_RUN_SOURCE, STEADY_S, latency  # noqa: E402
 
 OBSERVATION = "plain_latency"
+#: make run's input paced to the millisecond, at most 2 s of it a batch (the generator's max_per_batch)
+PACED_SOURCE = MAKE_RUN_SOURCE + "&max_per_batch=10000"
 
 
 def _ended_ms(progress) -> int:
     return epoch_ms(progress["timestamp"]) + progress["durationMs"]["triggerExecution"]
 
 
-def plain_side(seconds: int) -> dict:
-    """In this process: the plain job for ``seconds``; its alerts' and windows' p99 since ingest."""
+def plain_side(seconds: int, uri: str = MAKE_RUN_SOURCE) -> dict:
+    """In this process: the plain job for ``seconds`` on the generator ``uri``; its alerts' and windows' p99 since ingest."""
     from pyspark.sql import functions as F
 
     from plain_fleet import PlainSettings, alerts, windows
@@ -54,7 +57,7 @@ def plain_side(seconds: int) -> dict:
     spark = build_session("local[*]", {"spark.ui.enabled": "false"}, app_name="plain-make-run", log_file=tmp / "spark.log")
     # the input is the one thing borrowed: the generator's rows, its clock chosen and written into each
     # fresh checkpoint as the rate source's start, as a speedlayer run does
-    source, run_state = open_source(MAKE_RUN_SOURCE), {}
+    source, run_state = open_source(uri), {}
     source.pin(run_state)
     source.pin_at_start(run_state)
     queries = {}
@@ -84,16 +87,16 @@ def plain_side(seconds: int) -> dict:
     spark.stop()
     steady = [r for r in readings if r["at_s"] >= readings[-1]["at_s"] - STEADY_S]
     medians = {name: [r[name] for r in steady if name in r] for name in queries}
-    return {"side": "plain", "seconds": seconds, "batches": batches,
+    return {"side": "plain", "source": uri, "seconds": seconds, "batches": batches,
             **{f"{name}_p99_since_ingest_s": statistics.median(v) if v else None for name, v in medians.items()},
             "readings": readings}
 
 
-def plain_in_child(seconds: int) -> dict:
+def plain_in_child(seconds: int, uri: str = MAKE_RUN_SOURCE) -> dict:
     """``plain_side`` in a fresh process (a fresh JVM, as each speedlayer run has)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run([sys.executable, __file__, "--plain-side", "--seconds", str(seconds), "--out", out.name],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, __file__, "--plain-side", "--plain-source", uri, "--seconds", str(seconds),
+                        "--out", out.name], check=True, stdout=subprocess.DEVNULL)
         return json.loads(Path(out.name).read_text())
 
 
@@ -101,7 +104,10 @@ def plain_in_child(seconds: int) -> dict:
 SIDES = {"make run": lambda seconds: latency(seconds, one_query=False),
          "no dashboard": lambda seconds: latency(seconds, one_query=False, dashboard=False),
          "dedup fast": lambda seconds: latency(seconds, one_query=False, extra=("--dedup", "fast")),
-         "plain": plain_in_child}
+         "plain": plain_in_child,
+         "paced": lambda seconds: latency(seconds, one_query=False, source=PACED_SOURCE),
+         "paced fast": lambda seconds: latency(seconds, one_query=False, extra=("--dedup", "fast"), source=PACED_SOURCE),
+         "plain paced": lambda seconds: plain_in_child(seconds, PACED_SOURCE)}
 
 
 def main() -> None:
@@ -112,12 +118,13 @@ def main() -> None:
     p.add_argument("--sides", default="make run,no dashboard,plain",
                    help=f"comma-separated, in each round's order: {', '.join(SIDES)} (default: make run,no dashboard,plain)")
     p.add_argument("--plain-side", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--plain-source", default=MAKE_RUN_SOURCE, help=argparse.SUPPRESS)
     args = p.parse_args()
     sides_asked = [s.strip() for s in args.sides.split(",")]
     if unknown := [s for s in sides_asked if s not in SIDES]:
         p.error(f"--sides: unknown {', '.join(unknown)}; choose from {', '.join(SIDES)}")
     if args.plain_side:
-        args.out.write_text(json.dumps(plain_side(args.seconds)))
+        args.out.write_text(json.dumps(plain_side(args.seconds, args.plain_source)))
         return
     rounds = []
     for i in range(args.rounds):

@@ -126,15 +126,16 @@ def read_latency(port: int) -> dict[tuple[str, str], float]:
             for s in family.samples if s.labels.get("percentile") == "p99"}
 
 
-def latency(seconds: int, one_query: bool, dashboard: bool = True, extra: tuple[str, ...] = ()) -> dict:
+def latency(seconds: int, one_query: bool, dashboard: bool = True, extra: tuple[str, ...] = (),
+            source: str = MAKE_RUN_SOURCE) -> dict:
     """``make run``'s job for ``seconds`` (without its dashboard when ``dashboard`` is false; ``extra``
-    options added to its command), its alerts' p99 latency read every 5 s."""
+    options added to its command; on another ``source``), its alerts' p99 latency read every 5 s."""
     from speedlayer.testing.cluster import free_port
 
     metrics_port, dashboard_port = free_port(), free_port()
     tmp = Path(tempfile.mkdtemp(prefix="targets-latency-"))
     shown = ["--dashboard", "--dashboard-port", str(dashboard_port)] if dashboard else ["--no-dashboard"]
-    cmd = [str(ROOT / ".venv" / "bin" / "speedlayer"), "run", "fleet", "--source", MAKE_RUN_SOURCE, *shown,
+    cmd = [str(ROOT / ".venv" / "bin" / "speedlayer"), "run", "fleet", "--source", source, *shown,
            "--no-live", "--duration", str(seconds), "--metrics-port", str(metrics_port), "--state-dir", str(tmp / "state"),
            *(["--one-query"] if one_query else []), *extra]
     began = time.monotonic()
@@ -156,7 +157,8 @@ def latency(seconds: int, one_query: bool, dashboard: bool = True, extra: tuple[
     if not steady:
         raise SystemExit(f"latency: no latency of {query} in /metrics; its log: {tmp / 'run.log'}")
     shutil.rmtree(tmp, ignore_errors=True)
-    return {"one_query": one_query, "dashboard": dashboard, "options": list(extra), "seconds": seconds, "query": query,
+    return {"one_query": one_query, "dashboard": dashboard, "options": list(extra), "source": source,
+            "seconds": seconds, "query": query,
             "readings": len(steady),
             "alerts_p99_since_event_s": statistics.median(s[1] for s in steady),
             "alerts_p99_since_event_max_s": max(s[1] for s in steady),

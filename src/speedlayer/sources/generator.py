@@ -111,7 +111,7 @@ class GeneratorSource(Source):
         # Spark's rate source paces row n from its own start, taken when a query first plans a batch
         # (seconds after the clock was pinned: the plan is built and analysed first) unless its
         # checkpoint records one. Recording the clock makes row n readable at its ingest time.
-        if not self._started_now or reads != ["rate"]:
+        if not self._started_now or reads != ["rate"] or self.options.max_per_batch:  # paced: the clock is in its spec
             return
         recorded = checkpoint / "sources" / "0" / "0"
         if not recorded.exists():
