@@ -14,7 +14,8 @@ last 30 s.
 Rounds alternate, each side a fresh process: speedlayer as ``make run`` starts it (the dashboard on),
 speedlayer without the dashboard, plain PySpark; ``--sides`` picks others, among them ``dedup fast``
 (``make run`` with ``--dedup fast``: Spark's own dedup, as the plain side's), ``paced``, ``paced fast``
-and ``plain paced`` (the same on the generator paced to the millisecond, ``max_per_batch=10000``).
+and ``plain paced`` (the same on the generator paced to the millisecond, ``max_per_batch=10000``),
+``one query`` and ``paced one query`` (``--one-query``: both outputs of one query, one read and one dedup).
 
     .venv/bin/python bench/make_run_plain.py --seconds 150 --rounds 2
     .venv/bin/python bench/make_run_plain.py --sides "make run,dedup fast,plain"
@@ -107,7 +108,9 @@ SIDES = {"make run": lambda seconds: latency(seconds, one_query=False),
          "plain": plain_in_child,
          "paced": lambda seconds: latency(seconds, one_query=False, source=PACED_SOURCE),
          "paced fast": lambda seconds: latency(seconds, one_query=False, extra=("--dedup", "fast"), source=PACED_SOURCE),
-         "plain paced": lambda seconds: plain_in_child(seconds, PACED_SOURCE)}
+         "plain paced": lambda seconds: plain_in_child(seconds, PACED_SOURCE),
+         "one query": lambda seconds: latency(seconds, one_query=True),
+         "paced one query": lambda seconds: latency(seconds, one_query=True, source=PACED_SOURCE)}
 
 
 def main() -> None:
