@@ -117,3 +117,12 @@ def test_a_run_too_slow_for_the_rate_reads_bounded_batches_and_says_it_falls_beh
     assert falling_behind(series) == lags[-1] > 50_000
     assert "(growing: the input is ahead of processing)" in progress_lines(run)[0]
     assert run_state(run, None)["queries"][0]["behind"] == lags[-1]
+
+
+def test_a_batch_replayed_after_a_crash_reads_the_same_rows(spark):
+    from speedlayer.testing import check_source_replay
+
+    start_ms = int(time.time() * 1000) - 30_000
+    report = check_source_replay(spark, f"generator://?seed=3&rate=1000&start={start_ms}&max_per_batch=500",
+                                 max_events=3000)
+    assert report.replayed_rows == 500

@@ -66,7 +66,8 @@ class ProducePlan:
         'generator://?rate=5000&seed=7&start=1970-01-01T00:00:00Z'
         """
         o = self.options
-        changed = o.model_dump(exclude_defaults=True, exclude={"rate", "seed", "start", "partitions", "rows_per_batch"})
+        reading = {"partitions", "rows_per_batch", "max_per_batch"}  # how a query reads, not what the events are
+        changed = o.model_dump(exclude_defaults=True, exclude={"rate", "seed", "start", *reading})
         query = {"rate": o.rate, "seed": o.seed, "start": iso_millis(self.start_ms), **changed}
         return "generator://?" + urlencode(query, safe=":")
 
