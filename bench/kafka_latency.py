@@ -39,6 +39,7 @@ from flink_env import CONNECTOR_VERSION, FLINK_VERSION, ensure_pyflink  # noqa: 
 
 import plain_fleet  # noqa: E402
 from plain_fleet import EVENT_SCHEMA, PlainSettings, load_zone_rows, speed_limit  # noqa: E402
+from speedlayer.bench.kafka_command import DEDUPS  # noqa: E402
 from speedlayer.bench.kafka_latency import (  # noqa: E402
     KAFKA_MODES,
     KafkaCell,
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="a broker to use (default: start one from the test suite's jars)")
     parser.add_argument("--job", choices=sorted(JOBS), default="alerts",
                         help="; ".join(f"{name}: {about}" for name, about in JOBS.items()))
-    parser.add_argument("--dedup", choices=("exact", "fast"), default="exact", help="speedlayer's --dedup")
+    parser.add_argument("--dedup", choices=DEDUPS, default="exact", help="speedlayer's --dedup")
     parser.add_argument("--plain-checks", action="store_true",
                         help="the plain alerts keep only events whose fields are present and in range, as speedlayer's do")
     parser.add_argument("--modes", help=f"default: {','.join(KAFKA_MODES)}; processing:0s for --job make-run")

@@ -59,6 +59,8 @@ def test_bench_and_advise_refuse_bad_options(capsys):
                         (["bench", "--kafka", "127.0.0.1:1", "--rate", "0"], "--rate and --cell-seconds"),
                         (["bench", "--kafka", "127.0.0.1:1", "--dedup", "slow"], "--dedup 'slow': choose exact or fast"),
                         (["bench", "--dedup", "fast"], "give --kafka HOST:PORT with it"),
+                        (["bench", "--kafka", "127.0.0.1:1", "--dedup", "fast", "--mode", "continuous:1s"],
+                         "add a --mode processing:0s"),
                         (["advise", "--rate", "1000", "--headroom", "2"], "--headroom"),
                         (["advise", "--rate", "1000", "--size", "5000"], "two different --size"),
                         (["advise", "--rate", "1000", "--from", "/nonexistent/bench.json"], "does not exist")):

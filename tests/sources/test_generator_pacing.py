@@ -1,6 +1,7 @@
 """The generator paced to the millisecond: rows read once due and never before, batches bounded by
 ``max_per_batch`` (admission control), and the lag that a machine too slow for the rate shows."""
 
+import math
 import time
 
 import pytest
@@ -8,9 +9,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.core.errors import ConfigError
-from speedlayer.sources import generator, generator_pacing, open_source
-from speedlayer.sources.generator_pacing import _PacedReader, due
+from speedlayer.core.errors import ConfigError, SourceError
+from speedlayer.sources import generator_pacing, open_source
+from speedlayer.sources.generator_pacing import _PacedReader, due, rows_of
 
 START_MS = 1_790_000_000_000
 
@@ -54,9 +55,9 @@ def test_available_now_reads_what_was_due_when_it_began(monkeypatch):
     assert paced.latestOffset({"n": 1000}, ReadMaxRows(300)) == {"n": 1000}
 
 
-def test_a_backlog_is_read_in_bounded_batches_each_row_once_none_early(spark, tmp_path):
+def test_a_backlog_is_read_in_bounded_batches_each_row_once(spark, tmp_path):
     """Started 20 s in the past at 1,000/s: some 20,000 rows are due at once; batches of at most 3,000
-    read them, each row once, none before its ingest time, and the rows are those of a batch read."""
+    read them, each row once, and the rows are those of a batch read."""
     start_ms = int(time.time() * 1000) - 20_000
     source = open_source(f"generator://?seed=4&start={start_ms}&rate=1000&max_per_batch=3000")
     seen: list[tuple[int, int, int, int]] = []  # batch, rows, newest ingest time, when the batch ran
@@ -77,21 +78,42 @@ def test_a_backlog_is_read_in_bounded_batches_each_row_once_none_early(spark, tm
     assertDataFrameEqual(spark.read.parquet(str(tmp_path / "out")), source.read_batch(spark, total))
 
 
-def test_lag_is_what_is_due_and_not_yet_read(monkeypatch):
+def test_lag_is_what_is_due_and_not_yet_read():
     source = open_source(f"generator://?start={START_MS}&rate=1000&max_per_batch=3000")
-    monkeypatch.setattr(generator, "_now_ms", lambda: START_MS + 9_999)  # 10,000 rows due
-    assert source.lag({"endOffset": {"n": 6000}}) == 4000
-    assert source.lag({"endOffset": 4}) == 6000  # the rate source's offset: whole seconds
-    assert open_source("generator://?rows_per_batch=10").lag({"endOffset": {"offset": 10}}) is None  # unpaced
+    assert source.lag({"endOffset": {"n": 6000}, "latestOffset": '{"n": 10000}'}) == 4000
+    assert source.lag({"endOffset": {"n": 6000}}) is None  # Spark reported no latest offset
+    assert open_source("generator://?rate=1000").lag({"endOffset": 4, "latestOffset": None}) is None  # rate: none
 
 
-def test_max_per_batch_is_refused_where_it_cannot_bound(spark):
+def test_no_offset_goes_past_the_last_event_or_before_a_rows_ingest_time(monkeypatch):
+    """The generator stamps row n with start + floor(n * (1000.0 / rate)) (a double, as Spark computes it):
+    every row below the offset is stamped at or before now, the row at the offset after it."""
+    for rate in (3, 7, 1000, 4999):
+        for after_ms in (0, 1, 333, 999, 1000, 2001):
+            now = START_MS + after_ms
+            end = reader(monkeypatch, now, rate=rate).latestOffset({"n": 0}, ReadAllAvailable())["n"]
+            stamp = [START_MS + math.floor(n * (1000.0 / rate)) for n in range(end + 1)]
+            assert all(t <= now for t in stamp[:end]) and stamp[end] > now, (rate, after_ms, end)
+    capped = reader(monkeypatch, START_MS + 10_000, until=5000, max_per_batch=None)
+    assert capped.latestOffset({"n": 0}, ReadAllAvailable()) == capped.reportLatestOffset() == {"n": 5000}
+
+
+def test_an_offset_of_the_rate_source_is_refused_in_one_line():
+    with pytest.raises(SourceError, match="written without max_per_batch: give a new --state-dir"):
+        rows_of(4)
+
+
+def test_max_per_batch_is_refused_under_triggers_it_cannot_bound(tmp_path):
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.settings import RunSettings
+
     with pytest.raises(ConfigError, match="exclude each other"):
         open_source("generator://?rows_per_batch=10&max_per_batch=10")
-    source = open_source("generator://?max_per_batch=10")
-    source.continuous = True
-    with pytest.raises(ConfigError, match="drop it with --trigger continuous"):
-        source.read_stream(spark)
+    for trigger, match in (("continuous:1s", "drop it with --trigger continuous"), ("once", "use --trigger available-now")):
+        settings = RunSettings(job="fleet", source="generator://?max_per_batch=10", trigger=trigger,
+                               sinks={"alerts": "console:"}, state_dir=str(tmp_path / "st"))
+        with pytest.raises(ConfigError, match=match):
+            plan_run(settings)
 
 
 def test_a_run_too_slow_for_the_rate_reads_bounded_batches_and_says_it_falls_behind(spark, tmp_path):
@@ -105,18 +127,25 @@ def test_a_run_too_slow_for_the_rate_reads_bounded_batches_and_says_it_falls_beh
     from speedlayer.runtime.settings import RunSettings
 
     settings = RunSettings(job="fleet", source="generator://?seed=5&rate=50000&vehicles=50&late=0&max_per_batch=400",
-                           max_events=3200, state_dir=str(tmp_path / "st"), trigger="processing:0s",
-                           sinks={"alerts": "memory:"})
+                           state_dir=str(tmp_path / "st"), trigger="processing:0s", sinks={"alerts": "memory:"})
     run = Run(spark, plan_run(settings))
-    run.start_and_wait()
-    series = run.tracker.series(run.plan.queries[0].name)
-    read = [m.input_rows for m in series]
-    lags = [m.source_lag for m in series]
-    assert len(series) >= 8 and max(read) == 400 and read[:8] == [400] * 8, read
-    assert all(b > a for a, b in zip(lags, lags[1:])), lags
-    assert falling_behind(series) == lags[-1] > 50_000
-    assert "(growing: the input is ahead of processing)" in progress_lines(run)[0]
-    assert run_state(run, None)["queries"][0]["behind"] == lags[-1]
+    name = run.plan.queries[0].name
+    run.start()
+    deadline = time.monotonic() + 180
+    while len(run.tracker.series(name)) < 8 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    try:
+        series = run.tracker.series(name)
+        read = [m.input_rows for m in series]
+        lags = [m.source_lag for m in series]
+        assert len(series) >= 8 and read == [400] * len(read), read
+        assert all(b > a for a, b in zip(lags, lags[1:])), lags
+        assert falling_behind(series) == lags[-1] > 10_000
+        assert "(growing: the input is ahead of processing)" in progress_lines(run)[0]
+        assert run_state(run, None)["queries"][0]["behind"] == falling_behind(run.tracker.series(name))
+    finally:
+        run.stop_requested.set()
+        run.wait()
 
 
 def test_a_batch_replayed_after_a_crash_reads_the_same_rows(spark):

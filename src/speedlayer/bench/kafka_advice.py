@@ -38,10 +38,10 @@ GUARANTEES = {
                    "exactly-once, and every stateful operation"),
 }
 #: micro-batch with ``--dedup fast``: what it keeps and gives up beside the default's
-FAST_DEDUP = ("exactly-once (kafka:// sink, Kafka transactions); every operation; of a ping's copies in one batch, "
-              "the first Spark meets", "the same copy of a re-sent ping on every replay (--dedup exact)")
+FAST_DEDUP = (GUARANTEES["processing"][0] + "; of a ping's copies in one batch, the first Spark meets",
+              "the same copy of a re-sent ping on every replay (--dedup exact)")
 #: the order in which a mode that meets the target is preferred: the one that gives up least first
-PREFERENCE = ("processing", "processing --dedup fast", "realtime", "continuous")
+PREFERENCE = (("processing", "exact"), ("processing", "fast"), ("realtime", None), ("continuous", None))
 
 
 @dataclass(frozen=True)
@@ -66,12 +66,12 @@ def kafka_advice(cells: Iterable[Mapping[str, Any]], rate: int, target_latency_m
     if not ours:
         raise ValueError("no cell of speedlayer's side to advise from")
     verdicts, meeting = [], []
-    for mode in dict.fromkeys(map(_label, ours)):
-        trigger, _, dedup = mode.partition(" --dedup ")
-        kind = parse_trigger(trigger).kind + (" --dedup fast" if dedup == "fast" else "")
-        cell, note = _nearest(sorted((c for c in ours if _label(c) == mode), key=lambda c: c["rate"]), rate)
+    for run in dict.fromkeys(map(_run, ours)):
+        (trigger, dedup), kind = run, parse_trigger(run[0]).kind
+        mode = cell_label(trigger, dedup)
+        cell, note = _nearest(sorted((c for c in ours if _run(c) == run), key=lambda c: c["rate"]), rate)
         keeps, gives_up = FAST_DEDUP if dedup == "fast" else GUARANTEES.get(kind, ("", ""))
-        if stateful and not kind.startswith("processing"):
+        if stateful and kind != "processing":
             verdicts.append(ModeVerdict(mode, False, "-", keeps, "this output keeps state, which this mode cannot run"))
             continue
         if cell.get("status") != "ok" or cell.get("p99_ms") is None:
@@ -83,14 +83,16 @@ def kafka_advice(cells: Iterable[Mapping[str, Any]], rate: int, target_latency_m
         why = f"measured at {cell['rate']:,}/s{note}" + (f"; gives up {gives_up}" if gives_up else "")
         verdicts.append(ModeVerdict(mode, meets, expected, keeps, why))
         if meets:
-            meeting.append((PREFERENCE.index(kind) if kind in PREFERENCE else len(PREFERENCE), cell["p99_ms"], mode,
-                            gives_up))
+            rank = PREFERENCE.index((kind, dedup)) if (kind, dedup) in PREFERENCE else len(PREFERENCE)
+            meeting.append((rank, cell["p99_ms"], mode, gives_up))
     best = min(meeting, default=None)
     return KafkaAdvice(rate, target_latency_ms, verdicts, best[2] if best else None, best[3] if best else "")
 
 
-def _label(cell: Mapping[str, Any]) -> str:
-    return cell_label(cell["mode"], cell.get("dedup"))
+def _run(cell: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(trigger, dedup) of a cell: micro-batch cells of files written before ``--dedup`` ran the exact one."""
+    micro_batch = parse_trigger(cell["mode"]).kind == "processing"
+    return cell["mode"], (cell.get("dedup") or "exact") if micro_batch else None
 
 
 def _nearest(cells: list[Mapping[str, Any]], rate: int) -> tuple[Mapping[str, Any], str]:

@@ -55,8 +55,9 @@ def execute_kafka_bench(bootstrap: str, modes: tuple[str, ...], rates: tuple[int
     if unknown := [d for d in dedups if d not in DEDUPS]:
         raise ConfigError(f"--dedup {unknown[0]!r}: choose {' or '.join(DEDUPS)} (repeat --dedup to measure both)")
     warmup_s, measure_s = 20.0 if warmup_s is None else warmup_s, 60.0 if measure_s is None else measure_s
-    for mode in modes:
-        parse_trigger(mode)
+    kinds = [parse_trigger(mode).kind for mode in modes]
+    if dedups != ("exact",) and "processing" not in kinds:
+        raise ConfigError("--dedup applies to micro-batch cells: add a --mode processing:0s (or another processing:T)")
     if any(r <= 0 for r in rates) or warmup_s < 0 or measure_s <= 0:
         raise ConfigError("--rate and --cell-seconds must be above zero and --warmup-seconds not below: "
                           "e.g. --rate 1000 --cell-seconds 60 --warmup-seconds 20")

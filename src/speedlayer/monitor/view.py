@@ -74,7 +74,7 @@ def query_figures(run: Run) -> list[dict[str, str]]:
             + ("" if since == "ingest" else " (event)") if latency else "-",
             "watermark": (p.watermark or "-").replace("T", " ").removesuffix(".000Z") if p else "-",
             "wm lag": _ms(m.watermark_lag_ms) if m else "-",
-            "source lag": _lag(m, falling_behind(p.metrics) if p else None),
+            "source lag": _lag(m, falling_behind(run.tracker.series(qp.name)) if p else None),
         })
     return figures
 

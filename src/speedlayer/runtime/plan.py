@@ -263,6 +263,7 @@ def _open_source(settings: RunSettings, job: Job, trigger: Trigger) -> Source:
     if trigger.continuous and not source.supports_continuous:
         raise ConfigError(f"source {source.uri.scheme}:// cannot be read in continuous mode: "
                           "use a micro-batch trigger such as processing:1s")
+    source.check_trigger(trigger.kind)
     if settings.max_events and not source.supports_max_events:
         raise ConfigError(f"--max-events: {source.uri.scheme}:// does not count the events it reads; "
                           f"{source.how_to_bound}")

@@ -98,6 +98,10 @@ class Source(ABC):
         had nothing recorded (a clock that should start with the rows); True when ``run_state`` changed."""
         return False
 
+    def check_trigger(self, kind: str) -> None:
+        """Before start: raise a ConfigError if this source, as configured, cannot be read under a trigger
+        of this ``kind`` (``processing``, ``available-now``, ``once``, ``continuous``, ``realtime``)."""
+
     def prepare_checkpoint(self, checkpoint: Path, reads: list[str]) -> None:
         """Before a query starts on a fresh micro-batch ``checkpoint``: write what Spark's reader of this
         source should find there (the generator's start). ``reads``: the formats of the query's
@@ -178,6 +182,19 @@ def _offsets(value: Any) -> Any:
         except ValueError:
             return None
     return value
+
+
+def count_behind(progress_source: dict, field: str) -> int | None:
+    """``latestOffset - endOffset`` of a source whose offset is one count ``{field: n}`` (a dict, or its JSON
+    as Spark's progress gives it); None when either is missing or not of that shape.
+
+    >>> count_behind({"endOffset": '{"n": 5}', "latestOffset": {"n": 9}}, "n"), count_behind({"endOffset": 5}, "n")
+    (4, None)
+    """
+    end, latest = (_offsets(progress_source.get(key)) for key in ("endOffset", "latestOffset"))
+    if not (isinstance(end, dict) and isinstance(latest, dict) and field in end and field in latest):
+        return None
+    return max(0, int(latest[field]) - int(end[field]))
 
 
 def partitions_behind(progress_source: dict) -> dict[tuple[str, str], int]:

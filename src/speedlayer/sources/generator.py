@@ -28,11 +28,11 @@ from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import Uri, parse_options, parse_uri
-from speedlayer.sources.base import Source
+from speedlayer.sources.base import Source, count_behind
 from speedlayer.sources.generator_kinds import kinds
 from speedlayer.sources.generator_kit import GeneratorOptions, options_of, own_options
 from speedlayer.sources.generator_pacing import FORMAT as PACED
-from speedlayer.sources.generator_pacing import PacedSequence, due
+from speedlayer.sources.generator_pacing import PacedSequence
 
 
 def parse_start(text: str) -> int:
@@ -161,16 +161,23 @@ class GeneratorSource(Source):
 
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         o = self.options
-        seq = self._paced(spark) if o.max_per_batch else self._rate(spark)
+        seq = self._paced(spark, max_events) if o.max_per_batch else self._rate(spark)
         if max_events is not None:
             seq = seq.where(F.col("n") < max_events)
         return generate(seq, o, self._start())
 
-    def _paced(self, spark: SparkSession) -> DataFrame:
-        o = self.options
-        if self.continuous:
+    def check_trigger(self, kind: str) -> None:
+        if not self.options.max_per_batch:
+            return
+        if kind == "continuous":
             raise ConfigError("generator option max_per_batch bounds micro-batches: drop it with --trigger continuous")
-        spec = {"start_ms": self._start(), "rate": o.rate, "max_per_batch": o.max_per_batch,
+        if kind == "once":
+            raise ConfigError("generator option max_per_batch: --trigger once reads everything due in one batch "
+                              "(Spark ignores read limits there): use --trigger available-now")
+
+    def _paced(self, spark: SparkSession, max_events: int | None) -> DataFrame:
+        o = self.options
+        spec = {"start_ms": self._start(), "rate": o.rate, "max_per_batch": o.max_per_batch, "until": max_events,
                 "partitions": o.partitions or spark.sparkContext.defaultParallelism}
         spark.dataSource.register(PacedSequence)
         return spark.readStream.format(PACED).option("spec", json.dumps(spec)).load()
@@ -196,7 +203,9 @@ class GeneratorSource(Source):
         if o.rows_per_batch:
             return o.rows_per_batch
         paced = o.rate * interval_ms // 1000 if interval_ms else None
-        return min(paced or o.max_per_batch, o.max_per_batch) if o.max_per_batch else paced
+        if o.max_per_batch is None:
+            return paced
+        return o.max_per_batch if paced is None else min(paced, o.max_per_batch)
 
     def events_read(self, progress_source: dict) -> int | None:
         end = progress_source.get("endOffset")
@@ -209,8 +218,6 @@ class GeneratorSource(Source):
         return int(end) * self.options.rate  # rate: seconds since the query began
 
     def lag(self, progress_source: dict) -> int | None:
-        """Events due by now on the generator's clock that no batch has read yet (None when unpaced)."""
-        read = self.events_read(progress_source)
-        if read is None or self.options.rows_per_batch or self.start_ms is None:
-            return None
-        return max(0, due(_now_ms(), self.start_ms, self.options.rate) - read)
+        """With ``max_per_batch``: events due that no batch has read yet (``latestOffset`` - ``endOffset``);
+        None otherwise (Spark's rate source reports no latest offset)."""
+        return count_behind(progress_source, "n") if self.options.max_per_batch else None

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -59,11 +59,12 @@ class GeneratorOptions(BaseModel):
                              "through the entry-point group speedlayer.generator_kinds)")
         return value
 
-    @model_validator(mode="after")
-    def _one_batching(self) -> GeneratorOptions:
-        if self.rows_per_batch and self.max_per_batch:
+    @field_validator("max_per_batch")
+    @classmethod
+    def _one_batching(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value and info.data.get("rows_per_batch"):
             raise ValueError("rows_per_batch (unpaced) and max_per_batch (paced, bounded) exclude each other: keep one")
-        return self
+        return value
 
     @field_validator("disorder", "late_delay")
     @classmethod

@@ -4,8 +4,9 @@ Row ``n`` is due at its ingest time, ``start + floor(n * 1000 / rate)`` ms, and 
 that millisecond on (Spark's rate source releases a second's rows only once the second is over).
 An offset is ``{"n": rows}``. ``latestOffset`` returns the rows due now, but no more than
 ``max_per_batch`` beyond the batch's start: a machine too slow for the rate reads bounded batches
-and falls behind, which ``reportLatestOffset`` makes visible as the source's lag. Executors read
-a partition as one Arrow batch of sequence numbers; the generator's kind computes the events from
+and falls behind, which ``reportLatestOffset`` makes visible as the source's lag (``latestOffset``
+in Spark's progress). With ``--max-events`` no offset goes past the last event. Executors read
+a partition as Arrow batches of sequence numbers; the generator's kind computes the events from
 them in the JVM, as it does from the rate source.
 """
 
@@ -20,7 +21,11 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import LongType, StructField, StructType
 
+from speedlayer.core.errors import SourceError
+
 FORMAT = "speedlayer_paced"
+#: sequence numbers per Arrow batch a task yields (a big backlog is not one array)
+ROWS_PER_ARROW_BATCH = 65_536
 SCHEMA = StructType([StructField("n", LongType())])
 
 
@@ -35,7 +40,15 @@ def due(now_ms: int, start_ms: int, rate: int) -> int:
     return ((now_ms - start_ms + 1) * rate + 999) // 1000
 
 
-def _rows(offset: dict | None) -> int:
+def rows_of(offset: dict | None) -> int:
+    """The rows an offset stands for; a ``SourceError`` for an offset the paced generator did not write.
+
+    >>> rows_of({"n": 12}), rows_of(None)
+    (12, 0)
+    """
+    if offset is not None and not isinstance(offset, dict):
+        raise SourceError(f"generator://: this checkpoint's offset {offset!r} was written without max_per_batch: "
+                          "give a new --state-dir to read with max_per_batch (or drop it to go on)")
     return int((offset or {}).get("n", 0))
 
 
@@ -70,7 +83,8 @@ class _PacedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.start_ms, self.rate = int(spec["start_ms"]), int(spec["rate"])
         self.max_per_batch: int | None = spec.get("max_per_batch")
         self.partition_count = int(spec["partitions"])
-        self._until: int | None = None  # an available-now trigger's last row
+        #: the last row the run reads (--max-events); an available-now trigger lowers it to what was due
+        self._until: int | None = spec.get("until")
 
     def _due(self) -> int:
         rows = due(int(time.time() * 1000), self.start_ms, self.rate)
@@ -83,10 +97,10 @@ class _PacedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_per_batch) if self.max_per_batch else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._until = self._due()
+        self._until = self._due()  # what is due now, within --max-events
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        begin = _rows(start)
+        begin = rows_of(start)
         end = max(begin, self._due())
         if isinstance(limit, ReadMaxRows):
             end = min(end, begin + limit.max_rows)
@@ -96,14 +110,15 @@ class _PacedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"n": self._due()}
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return split(_rows(start), _rows(end), self.partition_count)  # type: ignore[return-value]
+        return split(rows_of(start), rows_of(end), self.partition_count)  # type: ignore[return-value]
 
     def read(self, partition: SequencePartition) -> Iterator:  # type: ignore[override]
         import numpy as np
         import pyarrow as pa
 
-        yield pa.RecordBatch.from_arrays([pa.array(np.arange(partition.first, partition.end, dtype=np.int64))],
-                                         names=["n"])
+        for first in range(partition.first, partition.end, ROWS_PER_ARROW_BATCH):
+            numbers = np.arange(first, min(first + ROWS_PER_ARROW_BATCH, partition.end), dtype=np.int64)
+            yield pa.RecordBatch.from_arrays([pa.array(numbers)], names=["n"])
 
     def commit(self, end: dict) -> None:
         pass

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError, SourceError
 from speedlayer.core.uris import Uri, parse_options
-from speedlayer.sources.base import Source
+from speedlayer.sources.base import Source, count_behind
 from speedlayer.sources.socket_datasource import FORMAT, SocketDataSource
 
 #: how long ``check`` waits for the server to accept a connection
@@ -88,8 +88,7 @@ class SocketSource(Source):
         >>> SocketSource(parse_uri("socket://h:1")).lag({"endOffset": {"lines": 5}, "latestOffset": {"lines": 9}})
         4
         """
-        end, latest = _line_number(progress_source.get("endOffset")), _line_number(progress_source.get("latestOffset"))
-        return None if end is None or latest is None else max(0, latest - end)
+        return count_behind(progress_source, "lines")
 
     def check(self) -> None:
         """Fail before start when nothing accepts connections on host:port (opens and closes one).
@@ -118,12 +117,3 @@ class SocketSource(Source):
             F.expr("uuid()").alias("offset"),
             F.col("timestamp").alias("ingest_time"),
         )
-
-
-def _line_number(offset: object) -> int | None:
-    """``n`` of an offset ``{"lines": n}`` (as Spark's progress gives it: a dict or its JSON)."""
-    try:
-        value = json.loads(offset) if isinstance(offset, str) else offset
-        return int(value["lines"]) if isinstance(value, dict) else None
-    except (ValueError, KeyError, TypeError):
-        return None
