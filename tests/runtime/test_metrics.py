@@ -37,7 +37,7 @@ def test_tracker_derives_delay_lag_and_totals_across_batches():
     assert second.latency_ms == {} and second.dead_letters == 0
     # the newest event time carries over an empty batch, so the watermark lag is still known
     assert second.watermark_lag_ms == 1795354420900 - epoch_ms("2026-11-22T13:33:35.900Z")
-    assert first.source_lag is None and second.source_lag == 35  # the first batch's source reports no lag; the second, Kafka's: 30 + 5
+    assert first.source_lag is None and second.source_lag == 35  # no lag reported, then Kafka's: 30 + 5
     q = tracker.get("fleet_windows")
     assert q.totals == {"output_rows": 250, "dropped_by_watermark": 10, "duplicates_removed": 95, "dead_letters": 20,
                         "late_events_kept": 0}

@@ -9,9 +9,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark.testing import assertDataFrameEqual
 
-from speedlayer.core.errors import ConfigError, SourceError
+from speedlayer.core.errors import ConfigError
 from speedlayer.sources import generator_pacing, open_source
-from speedlayer.sources.generator_pacing import _PacedReader, due, rows_of
+from speedlayer.sources.generator_pacing import _PacedReader, due
 
 START_MS = 1_790_000_000_000
 
@@ -98,9 +98,40 @@ def test_no_offset_goes_past_the_last_event_or_before_a_rows_ingest_time(monkeyp
     assert capped.latestOffset({"n": 0}, ReadAllAvailable()) == capped.reportLatestOffset() == {"n": 5000}
 
 
-def test_an_offset_of_the_rate_source_is_refused_in_one_line():
-    with pytest.raises(SourceError, match="written without max_per_batch: give a new --state-dir"):
-        rows_of(4)
+def offsets_written(checkpoint, *lines: str):
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "7").write_text("v1\n{}\n" + "\n".join(lines))
+    return checkpoint
+
+
+@pytest.mark.parametrize("uri,offset,refused", [
+    ("generator://?rate=10", '{"n":500}', "written with max_per_batch"),
+    ("generator://?rate=10&max_per_batch=50", "4", "written without max_per_batch"),
+    ("generator://?rate=10&max_per_batch=50", '{"n":500}', None),
+    ("generator://?rate=10", "4", None),
+])
+def test_a_checkpoint_written_with_the_other_reader_is_refused_in_one_line(tmp_path, uri, offset, refused):
+    checkpoint = offsets_written(tmp_path / "ck", offset)
+    if refused is None:
+        open_source(uri).check_checkpoint(checkpoint)
+        return
+    with pytest.raises(ConfigError, match=f"{refused}: run with the option as it was, or give a new --state-dir"):
+        open_source(uri).check_checkpoint(checkpoint)
+
+
+def test_a_resume_that_switches_the_reader_is_refused_before_its_query_starts(spark, tmp_path):
+    """Even with --allow-changed-settings, a checkpoint of the rate source is not read by the paced reader."""
+    from speedlayer.runtime.plan import plan_run
+    from speedlayer.runtime.run import Run
+    from speedlayer.runtime.settings import RunSettings
+
+    first = RunSettings(job="fleet", source="generator://?seed=5&rate=200&vehicles=20", max_events=400,
+                        state_dir=str(tmp_path / "st"), trigger="processing:0s",
+                        sinks={"alerts": "parquet:" + str(tmp_path / "a")})
+    Run(spark, plan_run(first)).start_and_wait()
+    again = first.model_copy(update={"source": first.source + "&max_per_batch=100", "allow_changed_settings": True})
+    with pytest.raises(ConfigError, match="written without max_per_batch: run with the option as it was"):
+        Run(spark, plan_run(again)).start_and_wait()
 
 
 def test_max_per_batch_is_refused_under_triggers_it_cannot_bound(tmp_path):

@@ -229,9 +229,14 @@ class Run:
         return query
 
     def _prepare_checkpoint(self, qp: QueryPlan, df: Any) -> None:
-        """Let the run's source write into a fresh micro-batch checkpoint (the generator's start)."""
-        if qp.fresh and not self.plan.trigger.stateless:  # continuous and real-time read no such file
+        """Let the run's source write into a fresh micro-batch checkpoint (the generator's start), or check
+        that it can read the offsets of an existing one."""
+        if self.plan.trigger.stateless:  # continuous and real-time read no such file
+            return
+        if qp.fresh:
             self.plan.source.prepare_checkpoint(qp.checkpoint, streaming_sources(df))
+        else:
+            self.plan.source.check_checkpoint(qp.checkpoint)
 
     def _restart(self, queries: list[QueryPlan], start: Callable[[], Any]) -> Any:
         # checked again: what the sinks find (rows in a table) is now this run's own, from the checkpoint

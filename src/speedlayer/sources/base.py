@@ -102,6 +102,10 @@ class Source(ABC):
         """Before start: raise a ConfigError if this source, as configured, cannot be read under a trigger
         of this ``kind`` (``processing``, ``available-now``, ``once``, ``continuous``, ``realtime``)."""
 
+    def check_checkpoint(self, checkpoint: Path) -> None:
+        """Before a query goes on from an existing micro-batch ``checkpoint``: raise a ConfigError if this
+        source, as configured now, cannot read the offsets recorded there."""
+
     def prepare_checkpoint(self, checkpoint: Path, reads: list[str]) -> None:
         """Before a query starts on a fresh micro-batch ``checkpoint``: write what Spark's reader of this
         source should find there (the generator's start). ``reads``: the formats of the query's
@@ -182,6 +186,17 @@ def _offsets(value: Any) -> Any:
         except ValueError:
             return None
     return value
+
+
+def newest_offsets(checkpoint: Path) -> list[Any]:
+    """The offsets of each source in a checkpoint's newest ``offsets/N`` file, parsed from JSON (a line
+    that is not JSON as it stands); empty when there is none yet."""
+    directory = checkpoint / "offsets"
+    numbers = [int(p.name) for p in directory.iterdir() if p.name.isdigit()] if directory.is_dir() else []
+    if not numbers:
+        return []
+    lines = (directory / str(max(numbers))).read_text().splitlines()[2:]  # after the version and the metadata
+    return [parsed if (parsed := _offsets(line)) is not None else line for line in lines]
 
 
 def count_behind(progress_source: dict, field: str) -> int | None:

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from speedlayer.core.errors import ConfigError
 from speedlayer.core.uris import Uri, parse_options, parse_uri
-from speedlayer.sources.base import Source, count_behind
+from speedlayer.sources.base import Source, count_behind, newest_offsets
 from speedlayer.sources.generator_kinds import kinds
 from speedlayer.sources.generator_kit import GeneratorOptions, options_of, own_options
 from speedlayer.sources.generator_pacing import FORMAT as PACED
@@ -117,6 +117,15 @@ class GeneratorSource(Source):
         if not recorded.exists():
             recorded.parent.mkdir(parents=True, exist_ok=True)
             recorded.write_text(f"v1\n{self.start_ms}")
+
+    def check_checkpoint(self, checkpoint: Path) -> None:
+        # the paced reader's offsets are {"n": rows}, Spark's rate source's a number of seconds
+        recorded = newest_offsets(checkpoint)
+        paced, rate = any(isinstance(o, dict) and set(o) == {"n"} for o in recorded), any(isinstance(o, int) for o in recorded)
+        if (paced and not self.options.max_per_batch) or (rate and not paced and self.options.max_per_batch):
+            was = "with" if paced else "without"
+            raise ConfigError(f"generator://: the checkpoint {checkpoint} was written {was} max_per_batch: run with the "
+                              "option as it was, or give a new --state-dir")
 
     def default_input(self, name: str) -> str | None:
         # the same generator (seed, rate, and the options both kinds take) making the stream's kind, if it makes it
