@@ -117,13 +117,18 @@ def flink_seven(rounds: int, events: int, out: Path) -> dict:
 
 
 def read_latency(port: int) -> dict[tuple[str, str], float]:
-    """The p99 latency gauges of a run's ``/metrics``, by (query, since)."""
+    """The p99 latency gauges of a run's ``/metrics``, by (query, since), and each query's batches so far,
+    their count and their summed duration, by (query, "batches") and (query, "batch_s")."""
     from prometheus_client.parser import text_string_to_metric_families
 
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {(s.labels["query"], s.labels["since"]): s.value
-            for family in text_string_to_metric_families(text) if family.name == "speedlayer_latency_seconds"
-            for s in family.samples if s.labels.get("percentile") == "p99"}
+    families = list(text_string_to_metric_families(text))
+    return {**{(s.labels["query"], s.labels["since"]): s.value
+               for family in families if family.name == "speedlayer_latency_seconds"
+               for s in family.samples if s.labels.get("percentile") == "p99"},
+            **{(s.labels["query"], "batches" if s.name.endswith("_count") else "batch_s"): s.value
+               for family in families if family.name == "speedlayer_batch_duration_seconds"
+               for s in family.samples if s.name.endswith(("_count", "_sum"))}}
 
 
 def latency(seconds: int, one_query: bool, dashboard: bool = True, extra: tuple[str, ...] = (),
@@ -157,12 +162,17 @@ def latency(seconds: int, one_query: bool, dashboard: bool = True, extra: tuple[
     if not steady:
         raise SystemExit(f"latency: no latency of {query} in /metrics; its log: {tmp / 'run.log'}")
     shutil.rmtree(tmp, ignore_errors=True)
+    counted = [r["p99"] for r in readings if (query, "batches") in r["p99"] and r["at_s"] >= steady[0][0]]
+    done = counted[-1][(query, "batches")] - counted[0][(query, "batches")] if counted else 0
+    # the mean batch over the steady readings, from the duration histogram's count and sum
+    batch_s = (counted[-1][(query, "batch_s")] - counted[0][(query, "batch_s")]) / done if done else None
     return {"one_query": one_query, "dashboard": dashboard, "options": list(extra), "source": source,
             "seconds": seconds, "query": query,
             "readings": len(steady),
             "alerts_p99_since_event_s": statistics.median(s[1] for s in steady),
             "alerts_p99_since_event_max_s": max(s[1] for s in steady),
             "alerts_p99_since_ingest_s": statistics.median(s[2] for s in steady if s[2] is not None),
+            "alerts_batch_s": batch_s,
             "p99_by_time_s": series}
 
 
