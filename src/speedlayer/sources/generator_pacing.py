@@ -120,7 +120,7 @@ class _PacedReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class PacedSequence(DataSource):
-    """Spark's view of the paced sequence; option ``spec`` (JSON: start_ms, rate, max_per_batch, partitions)."""
+    """Spark's view of the paced sequence; option ``spec`` (JSON: start_ms, rate, max_per_batch, until, partitions)."""
 
     @classmethod
     def name(cls) -> str:
