@@ -20,8 +20,11 @@ import shutil
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from speedlayer.core.errors import ConfigError, EnvironmentProblem
+from speedlayer.runtime.streamable import streaming_sources
+from speedlayer.sources.base import Source
 
 #: what Java (IOException) and Python (OSError errno 28) say when a write finds the disk full
 NO_SPACE = "No space left on device"
@@ -141,3 +144,14 @@ def told_when_full(place: Path) -> Iterator[None]:
         if exc.errno != errno.ENOSPC:
             raise
         raise EnvironmentProblem(disk_full(NO_SPACE, [place])) from None
+
+
+def ready_checkpoint(source: Source, checkpoint: Path, fresh: bool, df: Any, stateless: bool) -> None:
+    """Before a micro-batch query starts: the source writes into a ``fresh`` checkpoint (the generator's
+    start), or checks that it can read an existing one. Continuous and real-time queries read no such file."""
+    if stateless:
+        return
+    if fresh:
+        source.prepare_checkpoint(checkpoint, streaming_sources(df))
+    else:
+        source.check_checkpoint(checkpoint)

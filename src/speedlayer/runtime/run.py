@@ -25,6 +25,7 @@ from speedlayer.core.modes import APPEND
 from speedlayer.core.sizes import parse_size
 from speedlayer.runtime.bounds import MAX_MEMORY_MB, BoundsWatch
 from speedlayer.runtime.build import PerBatchWriter, build_outputs, per_batch_schema_frame, writing_per_batch
+from speedlayer.runtime.checkpoints import ready_checkpoint
 from speedlayer.runtime.executors import ExecutorWatch, save_report
 from speedlayer.runtime.low_latency import share_cores, stateless_conf
 from speedlayer.runtime.plan import QueryPlan, RunPlan
@@ -35,7 +36,7 @@ from speedlayer.runtime.session import is_local
 from speedlayer.runtime.shared import SHARED_QUERY_CONF, FanOut, check_shareable, pack_outputs, session_conf
 from speedlayer.runtime.sql_endpoint import STREAMS_POOL
 from speedlayer.runtime.stopping import first_line, raise_if_failed_while_stopping, restartable, stop_after_batch
-from speedlayer.runtime.streamable import check_streamable, keeps_state, streaming_sources
+from speedlayer.runtime.streamable import check_streamable, keeps_state
 from speedlayer.runtime.summary import RunSummary, save_summary, summarise
 from speedlayer.sinks.base import Target
 
@@ -198,7 +199,7 @@ class Run:
         return self.plan.trigger.apply(writer)
 
     def _start_query(self, qp: QueryPlan, df: Any, target: Target) -> Any:
-        self._prepare_checkpoint(qp, df)
+        ready_checkpoint(self.plan.source, qp.checkpoint, qp.fresh, df, self.plan.trigger.stateless)
         writer = self._writer(df, qp.name, qp.mode, qp.checkpoint)
         if qp.output.per_batch is not None:
             writer = PerBatchWriter(writer, qp.output.per_batch)
@@ -221,22 +222,12 @@ class Run:
                 writers[qp.output.name] = writing_per_batch(write, per_batch)
         first = built[0][0]
         packed = pack_outputs({qp.output.name: df for qp, df, _ in built})
-        self._prepare_checkpoint(first, packed)
+        ready_checkpoint(self.plan.source, first.checkpoint, first.fresh, packed, self.plan.trigger.stateless)
         with session_conf(self.spark, SHARED_QUERY_CONF):
             query = self._writer(packed, first.name, APPEND, first.checkpoint).foreachBatch(FanOut(writers)).start()
         self._starters[query.name] = lambda: self._restart(
             [qp for qp, _, _ in built], lambda: self._start_shared([(qp, df, self._target(qp)) for qp, df, _ in built]))
         return query
-
-    def _prepare_checkpoint(self, qp: QueryPlan, df: Any) -> None:
-        """Let the run's source write into a fresh micro-batch checkpoint (the generator's start), or check
-        that it can read the offsets of an existing one."""
-        if self.plan.trigger.stateless:  # continuous and real-time read no such file
-            return
-        if qp.fresh:
-            self.plan.source.prepare_checkpoint(qp.checkpoint, streaming_sources(df))
-        else:
-            self.plan.source.check_checkpoint(qp.checkpoint)
 
     def _restart(self, queries: list[QueryPlan], start: Callable[[], Any]) -> Any:
         # checked again: what the sinks find (rows in a table) is now this run's own, from the checkpoint
