@@ -41,10 +41,11 @@ def test_the_flags_set_the_bounds_and_the_users_conf_wins():
 
 def test_a_run_that_goes_on_commits_the_drivers_heap_up_front_and_a_bounded_one_does_not():
     options = "spark.driver.extraJavaOptions"
-    assert build_settings({}, {"job": "fleet"}).spark_conf()[options] == "-Xms2048m"
-    assert build_settings({}, {"job": "fleet", "duration": 60}).spark_conf()[options] == "-Xms2048m"
-    mine = {"spark.driver.memory": "3g", options: "-Dmine=1 -Xms512m"}  # the user's options come last: theirs win
-    assert build_settings({}, {"job": "fleet", "conf": mine}).spark_conf()[options] == "-Xms3072m -Dmine=1 -Xms512m"
+    assert build_settings({}, {"job": "fleet"}).spark_conf()[options] == "-Xms2048m -XX:+AlwaysPreTouch"
+    assert build_settings({}, {"job": "fleet", "duration": 60}).spark_conf()[options] == "-Xms2048m -XX:+AlwaysPreTouch"
+    mine = {"spark.driver.memory": "3g", options: "-Dmine=1 -XX:-AlwaysPreTouch"}  # the user's come last: theirs win
+    assert (build_settings({}, {"job": "fleet", "conf": mine}).spark_conf()[options]
+            == "-Xms3072m -XX:+AlwaysPreTouch -Dmine=1 -XX:-AlwaysPreTouch")
     for bounded in ({"max_events": 1000}, {"trigger": "available-now"}, {"trigger": "once"}):
         assert options not in build_settings({}, {"job": "fleet", **bounded}).spark_conf(), bounded
     with pytest.raises(ConfigError, match="invalid spark.driver.memory 'big'"):

@@ -170,13 +170,13 @@ class RunSettings(BaseModel):
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark settings of this run: the bounds its flags set (``bounds_conf``) under the user's ``conf``,
-        which wins key by key; a run that goes on until stopped commits the driver's heap up front
+        which wins key by key; a run that goes on until stopped commits and touches the driver's heap up front
         (``heap_up_front``), a bounded one (``--max-events``, ``available-now``, ``once``) does not.
 
         >>> RunSettings(job="fleet", retain_batches=5).spark_conf()["spark.sql.streaming.minBatchesToRetain"]
         '5'
         >>> RunSettings(job="fleet").spark_conf()["spark.driver.extraJavaOptions"]
-        '-Xms2048m'
+        '-Xms2048m -XX:+AlwaysPreTouch'
         """
         conf = {**bounds_conf(self.max_state_memory, self.retain_batches), **self.conf}
         bounded = self.max_events is not None or parse_trigger(self.trigger).bounded
