@@ -165,6 +165,9 @@ def main(argv: list[str]) -> int:
     if argv == ["--usual-ports"]:
         return serve_on_usual_ports()
     command = argv[argv.index("--") + 1:] if "--" in argv else argv
+    if not command or command[0].startswith("-"):
+        print("usage: python -m tests.servers -- COMMAND [ARGS...]   (or --usual-ports)", file=sys.stderr)
+        return 2
     scratch = _scratch_dir()
     try:
         return _run_with_servers(command, {"TMPDIR": str(scratch), "SPARK_LOCAL_DIRS": str(scratch)})
