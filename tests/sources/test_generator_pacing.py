@@ -78,6 +78,24 @@ def test_a_backlog_is_read_in_bounded_batches_each_row_once(spark, tmp_path):
     assertDataFrameEqual(spark.read.parquet(str(tmp_path / "out")), source.read_batch(spark, total))
 
 
+def test_a_view_of_the_run_reads_everything_due_where_the_runs_own_queries_read_bounded_batches(spark, tmp_path):
+    """The dashboard's tap reads a batch every few seconds: capped at max_per_batch it would fall further
+    behind at each; its view_stream reads every row due, each once, and the same rows as the run's read."""
+    start_ms = int(time.time() * 1000) - 5_000
+    source = open_source(f"generator://?seed=4&start={start_ms}&rate=1000&max_per_batch=300")
+
+    def batches(stream, name):
+        sizes: list[int] = []
+        query = (stream.writeStream.foreachBatch(lambda batch, _: sizes.append(batch.count()))
+                 .option("checkpointLocation", str(tmp_path / name)).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        return sizes
+
+    capped, viewed = batches(source.read_stream(spark, 4_000), "run"), batches(source.view_stream(spark, 4_000), "view")
+    assert capped[:3] == [300] * 3 and sum(capped) == 4_000, capped
+    assert viewed == [4_000], viewed
+
+
 def test_lag_is_what_is_due_and_not_yet_read():
     source = open_source(f"generator://?start={START_MS}&rate=1000&max_per_batch=3000")
     assert source.lag({"endOffset": {"n": 6000}, "latestOffset": '{"n": 10000}'}) == 4000

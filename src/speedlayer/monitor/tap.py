@@ -10,8 +10,10 @@ job's own decoder, pipeline and per-batch steps), then collects
   shown by a console sink.
 
 It has its own checkpoint (``<state-dir>/dashboard-checkpoint``), reads at most what the run
-reads (``--max-events``), and is stopped with the run. Stateful outputs (windows) are shown only
-when a console sink writes them: recomputing them here would double the job's work.
+reads (``--max-events``) but without the source's per-batch cap (``Source.view_stream``: its batches
+are seconds apart, and a capped one would fall further behind at each), and is stopped with the
+run. Stateful outputs (windows) are shown only when a console sink writes them: recomputing them
+here would double the job's work.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def start_tap(run: Run, feed: ResultsFeed, every_ms: int = TAP_EVERY_MS) -> Any 
         finally:
             raw.unpersist()
 
-    writer = (plan.source.read_stream(run.spark, plan.settings.max_events).writeStream
+    writer = (plan.source.view_stream(run.spark, plan.settings.max_events).writeStream
               .queryName(f"{plan.job.name}_dashboard")
               .option("checkpointLocation", str(plan.state_dir / "dashboard-checkpoint")))
     trigger = plan.trigger  # a run bounded by --max-events keeps its pace: its page ends with its last events

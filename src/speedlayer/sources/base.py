@@ -160,6 +160,13 @@ class Source(ABC):
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         """The RAW stream; with ``max_events`` (only when ``supports_max_events``) no more than that many events."""
 
+    def view_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
+        """The RAW stream a view of the run reads (the dashboard's tap, a batch every few seconds):
+        ``read_stream`` without the per-batch cap where the source has one, since a view's batch spans
+        seconds of input and a capped one would fall further behind at every batch. Default: ``read_stream``.
+        """
+        return self.read_stream(spark, max_events)
+
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         """The same RAW rows as a static DataFrame (for backfills and equivalence checks)."""
         raise NotImplementedError(f"{self.scheme} cannot be read as a batch")

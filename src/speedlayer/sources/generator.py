@@ -169,8 +169,15 @@ class GeneratorSource(Source):
             self.options = self.options.model_copy(update={"partitions": partitions})
 
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
+        return self._stream(spark, max_events, self.options.max_per_batch)
+
+    def view_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
+        """The paced sequence without ``max_per_batch``: every row due at each batch."""
+        return self._stream(spark, max_events, None)
+
+    def _stream(self, spark: SparkSession, max_events: int | None, cap: int | None) -> DataFrame:
         o = self.options
-        seq = self._paced(spark, max_events) if o.max_per_batch else self._rate(spark)
+        seq = self._paced(spark, max_events, cap) if o.max_per_batch else self._rate(spark)
         if max_events is not None:
             seq = seq.where(F.col("n") < max_events)
         return generate(seq, o, self._start())
@@ -184,9 +191,9 @@ class GeneratorSource(Source):
             raise ConfigError("generator option max_per_batch: --trigger once reads everything due in one batch "
                               "(Spark ignores read limits there): use --trigger available-now")
 
-    def _paced(self, spark: SparkSession, max_events: int | None) -> DataFrame:
+    def _paced(self, spark: SparkSession, max_events: int | None, cap: int | None) -> DataFrame:
         o = self.options
-        spec = {"start_ms": self._start(), "rate": o.rate, "max_per_batch": o.max_per_batch, "until": max_events,
+        spec = {"start_ms": self._start(), "rate": o.rate, "max_per_batch": cap, "until": max_events,
                 "partitions": o.partitions or spark.sparkContext.defaultParallelism}
         spark.dataSource.register(PacedSequence)
         return spark.readStream.format(PACED).option("spec", json.dumps(spec)).load()

@@ -348,9 +348,16 @@ class KafkaSource(Source):
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         return self._raw(spark.readStream.format(DATA_SOURCE).options(**self.spark_options()).load())
 
+    def view_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
+        """The topics without ``maxOffsetsPerTrigger``."""
+        return self._raw(spark.readStream.format(DATA_SOURCE).options(**self._uncapped_options()).load())
+
+    def _uncapped_options(self) -> dict[str, str]:
+        return {k: v for k, v in self.spark_options().items() if k != "maxOffsetsPerTrigger"}
+
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         """Everything from ``startingOffsets`` (earliest when it is latest) to the current end of the topic."""
-        options = {k: v for k, v in self.spark_options().items() if k != "maxOffsetsPerTrigger"}
+        options = self._uncapped_options()
         if options["startingOffsets"] == "latest":
             options["startingOffsets"] = "earliest"
         df = self._raw(spark.read.format(DATA_SOURCE).options(**options).option("endingOffsets", "latest").load())
