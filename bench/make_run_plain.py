@@ -1,24 +1,25 @@
 """``make run``'s job written by hand in plain PySpark: its alerts' latency since ingest beside speedlayer's.
 
 The plain side is what a user would write without speedlayer for the same job, on the same input:
-the generator's rows (Spark's ``rate`` source at 5,000 rows/s made into vehicle pings by the
-generator's own expressions, as ``plain_fleet`` borrows them), the fleet's windows and alerts written by hand
-(``plain_fleet``: ``from_json``, a 5 s watermark, ``dropDuplicatesWithinWatermark``, the zone limit
-as a ``CASE WHEN``), each its own query to the console, back-to-back batches, in a session with
-speedlayer's settings (``build_session``). Its rate sources start at the generator's clock (their
-checkpoints say so), as speedlayer's do. The latency since ingest is computed as speedlayer's
-``/metrics`` computes it: a batch's end minus the 1st percentile of its events' ingest time
-(``percentile_approx`` observed in the batch), read every 5 s, the median of the readings of the
-last 30 s.
+the generator's rows (``make run``'s source, paced to the millisecond with at most 10,000 rows a
+batch, made into vehicle pings by the generator's own expressions, as ``plain_fleet`` borrows them),
+the fleet's windows and alerts written by hand (``plain_fleet``: ``from_json``, a 5 s watermark,
+``dropDuplicatesWithinWatermark``, the zone limit as a ``CASE WHEN``), each its own query to the
+console, back-to-back batches, in a session with speedlayer's settings (``build_session``). Its
+sources start at the generator's clock (their checkpoints say so), as speedlayer's do. The latency
+since ingest is computed as speedlayer's ``/metrics`` computes it: a batch's end minus the 1st
+percentile of its events' ingest time (``percentile_approx`` observed in the batch), read every 5 s,
+the median of the readings of the last 30 s. A run of 5 minutes or more also says whether the
+latency stayed flat (``soak_trend.verdict`` over the readings after the first third).
 
 Rounds alternate, each side a fresh process: speedlayer as ``make run`` starts it (the dashboard on),
-speedlayer without the dashboard, plain PySpark; ``--sides`` picks others, among them ``dedup fast``
-(``make run`` with ``--dedup fast``: Spark's own dedup, as the plain side's), ``paced``, ``paced fast``
-and ``plain paced`` (the same on the generator paced to the millisecond, ``max_per_batch=10000``),
-``one query`` and ``paced one query`` (``--one-query``: both outputs of one query, one read and one dedup).
+speedlayer without the dashboard, plain PySpark; ``--sides`` picks others, among them ``dedup exact``
+(``make run`` with speedlayer's own default, ``--dedup exact``), ``rate``, ``rate exact`` and
+``plain rate`` (on Spark's ``rate`` source, whole seconds at a time, without ``max_per_batch``), and
+``one query`` (``--one-query``: both outputs of one query, one read and one dedup).
 
     .venv/bin/python bench/make_run_plain.py --seconds 150 --rounds 2
-    .venv/bin/python bench/make_run_plain.py --sides "make run,dedup fast,plain"
+    .venv/bin/python bench/make_run_plain.py --seconds 600 --rounds 1 --sides "make run"
 """
 
 from __future__ import annotations
@@ -34,12 +35,15 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
+from soak_trend import verdict, warmup_minutes  # noqa: E402
 from speedlayer.runtime.metrics import epoch_ms  # noqa: E402
 from targets import MAKE_RUN_SOURCE, STEADY_S, latency  # noqa: E402
 
 OBSERVATION = "plain_latency"
-#: make run's input paced to the millisecond, at most 2 s of it a batch (the generator's max_per_batch)
-PACED_SOURCE = MAKE_RUN_SOURCE + "&max_per_batch=10000"
+#: make run's input on Spark's rate source (whole seconds, no admission control), as make run read it before
+RATE_SOURCE = MAKE_RUN_SOURCE.replace("&max_per_batch=10000", "")
+#: a run this long also says whether its latency stayed flat
+TREND_FROM_S = 300
 
 
 def _ended_ms(progress) -> int:
@@ -106,13 +110,25 @@ def plain_in_child(seconds: int, uri: str = MAKE_RUN_SOURCE) -> dict:
 #: the sides a round can run, each in a fresh process: name -> its run
 SIDES = {"make run": lambda seconds: latency(seconds, one_query=False),
          "no dashboard": lambda seconds: latency(seconds, one_query=False, dashboard=False),
-         "dedup fast": lambda seconds: latency(seconds, one_query=False, extra=("--dedup", "fast")),
+         "dedup exact": lambda seconds: latency(seconds, one_query=False, extra=()),
          "plain": plain_in_child,
-         "paced": lambda seconds: latency(seconds, one_query=False, source=PACED_SOURCE),
-         "paced fast": lambda seconds: latency(seconds, one_query=False, extra=("--dedup", "fast"), source=PACED_SOURCE),
-         "plain paced": lambda seconds: plain_in_child(seconds, PACED_SOURCE),
-         "one query": lambda seconds: latency(seconds, one_query=True),
-         "paced one query": lambda seconds: latency(seconds, one_query=True, source=PACED_SOURCE)}
+         "rate": lambda seconds: latency(seconds, one_query=False, source=RATE_SOURCE),
+         "rate exact": lambda seconds: latency(seconds, one_query=False, extra=(), source=RATE_SOURCE),
+         "plain rate": lambda seconds: plain_in_child(seconds, RATE_SOURCE),
+         "one query": lambda seconds: latency(seconds, one_query=True)}
+
+
+def latency_trend(side: dict) -> dict | None:
+    """Whether a side's alerts' p99 since ingest stayed flat over its run (``soak_trend.verdict``
+    after the first third), or None for a run shorter than ``TREND_FROM_S``."""
+    if side["seconds"] < TREND_FROM_S:
+        return None
+    if "p99_by_time_s" in side:  # speedlayer's: (at, since the event, since ingest)
+        points = [(at, ingest) for at, _, ingest in side["p99_by_time_s"] if ingest is not None]
+    else:
+        points = [(r["at_s"], r["alerts"]) for r in side["readings"] if "alerts" in r]
+    t_min = [at / 60 for at, _ in points]
+    return verdict(t_min, [p99 for _, p99 in points], warmup_minutes(side["seconds"] / 60))
 
 
 def main() -> None:
@@ -134,9 +150,12 @@ def main() -> None:
     rounds = []
     for i in range(args.rounds):
         sides = {name: SIDES[name](args.seconds) for name in sides_asked}
+        for side in sides.values():
+            side["latency_trend"] = latency_trend(side)
         rounds.append(sides)
         print(f"round {i + 1}: alerts' p99 since ingest: "
-              + ", ".join(f"{name} {side['alerts_p99_since_ingest_s']:.2f} s (batches {side['alerts_batch_s'] or 0:.2f} s)"
+              + ", ".join(f"{name} {side['alerts_p99_since_ingest_s']:.2f} s (batches {side['alerts_batch_s'] or 0:.2f} s"
+                          + (f", {side['latency_trend']['verdict']}" if side["latency_trend"] else "") + ")"
                           for name, side in sides.items()), flush=True)
     args.out.write_text(json.dumps({"benchmark": "make_run_plain", "command": " ".join(sys.argv),
                                     "seconds": args.seconds, "rounds": rounds}, indent=1))

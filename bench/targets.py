@@ -48,7 +48,9 @@ sys.path.insert(0, str(BENCH))
 from whole_job import ALL, run_config  # noqa: E402
 
 SEVEN = "+".join(ALL)
-MAKE_RUN_SOURCE = "generator://?rate=5000&vehicles=2000&seed=7"
+#: `make run`'s input and options, as the Makefile gives them
+MAKE_RUN_SOURCE = "generator://?rate=5000&vehicles=2000&seed=7&max_per_batch=10000"
+MAKE_RUN_OPTIONS = ("--dedup", "fast")
 PEER_NAMES = {"python": "one Python thread", "bytewax": "Bytewax", "flink": "PyFlink"}
 PARTS = ("whole-job", "bounded", "flink-seven", "latency")
 #: the readings of a latency run's last seconds are its figure: the first batches (the JVM warming
@@ -131,10 +133,10 @@ def read_latency(port: int) -> dict[tuple[str, str], float]:
                for s in family.samples if s.name.endswith(("_count", "_sum"))}}
 
 
-def latency(seconds: int, one_query: bool, dashboard: bool = True, extra: tuple[str, ...] = (),
+def latency(seconds: int, one_query: bool, dashboard: bool = True, extra: tuple[str, ...] = MAKE_RUN_OPTIONS,
             source: str = MAKE_RUN_SOURCE) -> dict:
     """``make run``'s job for ``seconds`` (without its dashboard when ``dashboard`` is false; ``extra``
-    options added to its command; on another ``source``), its alerts' p99 latency read every 5 s."""
+    options instead of ``make run``'s; on another ``source``), its alerts' p99 latency read every 5 s."""
     from speedlayer.testing.cluster import free_port
 
     metrics_port, dashboard_port = free_port(), free_port()
