@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, Observation, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.types import StructType
@@ -95,21 +95,15 @@ def newest_rows(batch: DataFrame, batch_id: int, job: str, output: str, rows: in
     """The newest ``rows`` of a micro-batch (by its last timestamp column) and its row count, in one
     Spark job. Used by the console sink and the dashboard's feed."""
     time_cols = [f.name for f in batch.schema.fields if f.dataType.typeName() == "timestamp"]
+    # counted first, then ordered: a sort with a limit is one top-N pass, where a sort under the
+    # count's window would sample its input first, running the batch's whole plan twice
+    counted = batch.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
+    counted = counted.orderBy(F.col(time_cols[-1]).desc()) if time_cols else counted
     try:
-        if time_cols:
-            # a sort with a limit is a top-N pass over every row of every partition, in the batch's own
-            # stage: the rows are counted on their way through it, with no shuffle
-            seen = Observation()
-            found = (batch.observe(seen, F.count(F.lit(1)).alias("total"))
-                     .orderBy(F.col(time_cols[-1]).desc()).limit(rows).collect())
-            total = seen.get["total"]
-        else:
-            # a bare limit stops reading once it has its rows, so here the count rides a window
-            counted = batch.select("*", F.count(F.lit(1)).over(Window.partitionBy()).alias("__total"))
-            found = counted.limit(rows).collect()
-            total = found[0]["__total"] if found else 0
+        found = counted.limit(rows).collect()
     except Exception as exc:
         raise_if_interrupted(exc)
         raise
+    total = found[0]["__total"] if found else 0
     columns = batch.columns
     return BatchView(job, output, batch_id, columns, [tuple(r[c] for c in columns) for r in found], total)
