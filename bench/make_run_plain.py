@@ -42,6 +42,7 @@ from targets import MAKE_RUN_SOURCE, STEADY_S, latency  # noqa: E402
 OBSERVATION = "plain_latency"
 #: make run's input on Spark's rate source (whole seconds, no admission control), as make run read it before
 RATE_SOURCE = MAKE_RUN_SOURCE.replace("&max_per_batch=10000", "")
+assert RATE_SOURCE != MAKE_RUN_SOURCE, "make run's source no longer has max_per_batch=10000: update RATE_SOURCE"
 #: a run this long also says whether its latency stayed flat
 TREND_FROM_S = 300
 

@@ -78,22 +78,30 @@ def test_a_backlog_is_read_in_bounded_batches_each_row_once(spark, tmp_path):
     assertDataFrameEqual(spark.read.parquet(str(tmp_path / "out")), source.read_batch(spark, total))
 
 
-def test_a_view_of_the_run_reads_everything_due_where_the_runs_own_queries_read_bounded_batches(spark, tmp_path):
-    """The dashboard's tap reads a batch every few seconds: capped at max_per_batch it would fall further
-    behind at each; its view_stream reads every row due, each once, and the same rows as the run's read."""
+def test_a_view_of_the_run_reads_as_many_of_the_runs_batches_as_it_is_told_at_once(spark, tmp_path):
+    """The dashboard's tap runs a batch every few seconds: at the run's max_per_batch it would fall further
+    behind at each; its view_stream reads up to ``batches`` times the cap, the same rows as the run's read."""
     start_ms = int(time.time() * 1000) - 5_000
     source = open_source(f"generator://?seed=4&start={start_ms}&rate=1000&max_per_batch=300")
 
     def batches(stream, name):
         sizes: list[int] = []
-        query = (stream.writeStream.foreachBatch(lambda batch, _: sizes.append(batch.count()))
-                 .option("checkpointLocation", str(tmp_path / name)).trigger(availableNow=True).start())
-        query.awaitTermination(120)
-        return sizes
 
-    capped, viewed = batches(source.read_stream(spark, 4_000), "run"), batches(source.view_stream(spark, 4_000), "view")
+        def record(batch, _):
+            sizes.append(batch.count())
+            batch.write.mode("append").parquet(str(tmp_path / name / "out"))
+
+        query = (stream.writeStream.foreachBatch(record)
+                 .option("checkpointLocation", str(tmp_path / name / "ck")).trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        return sizes, spark.read.parquet(str(tmp_path / name / "out"))
+
+    (capped, run_rows), (five, view_rows) = (batches(source.read_stream(spark, 4_000), "run"),
+                                             batches(source.view_stream(spark, 4_000, batches=5), "view"))
     assert capped[:3] == [300] * 3 and sum(capped) == 4_000, capped
-    assert viewed == [4_000], viewed
+    assert five == [1_500, 1_500, 1_000], five
+    assertDataFrameEqual(view_rows, run_rows)
+    assert batches(source.view_stream(spark, 4_000, batches=20), "wide")[0] == [4_000]
 
 
 def test_lag_is_what_is_due_and_not_yet_read():

@@ -10,10 +10,10 @@ job's own decoder, pipeline and per-batch steps), then collects
   shown by a console sink.
 
 It has its own checkpoint (``<state-dir>/dashboard-checkpoint``), reads at most what the run
-reads (``--max-events``) but without the source's per-batch cap (``Source.view_stream``: its batches
-are seconds apart, and a capped one would fall further behind at each), and is stopped with the
-run. Stateful outputs (windows) are shown only when a console sink writes them: recomputing them
-here would double the job's work.
+reads (``--max-events``), a batch at most what the run's queries read in as many of their batches
+as fit in one of its own (``Source.view_stream``: at the run's per-batch cap, it would fall further
+behind at each), and is stopped with the run. Stateful outputs (windows) are shown only when a
+console sink writes them: recomputing them here would double the job's work.
 """
 
 from __future__ import annotations
@@ -88,10 +88,12 @@ def start_tap(run: Run, feed: ResultsFeed, every_ms: int = TAP_EVERY_MS) -> Any 
         finally:
             raw.unpersist()
 
-    writer = (plan.source.view_stream(run.spark, plan.settings.max_events).writeStream
-              .queryName(f"{plan.job.name}_dashboard")
-              .option("checkpointLocation", str(plan.state_dir / "dashboard-checkpoint")))
     trigger = plan.trigger  # a run bounded by --max-events keeps its pace: its page ends with its last events
     if trigger.kind == "processing" and plan.settings.max_events is None and trigger.interval_ms < every_ms:
         trigger = Trigger("processing", every_ms)
+    # the run's batches in one of the tap's, counting a back-to-back batch as a second at the least
+    batches = -(-trigger.interval_ms // max(plan.trigger.interval_ms, 1000)) if trigger.kind == "processing" else 1
+    writer = (plan.source.view_stream(run.spark, plan.settings.max_events, max(batches, 1)).writeStream
+              .queryName(f"{plan.job.name}_dashboard")
+              .option("checkpointLocation", str(plan.state_dir / "dashboard-checkpoint")))
     return trigger.apply(writer).foreachBatch(collect).start()

@@ -160,10 +160,11 @@ class Source(ABC):
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         """The RAW stream; with ``max_events`` (only when ``supports_max_events``) no more than that many events."""
 
-    def view_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
-        """The RAW stream a view of the run reads (the dashboard's tap, a batch every few seconds):
-        ``read_stream`` without the per-batch cap where the source has one, since a view's batch spans
-        seconds of input and a capped one would fall further behind at every batch. Default: ``read_stream``.
+    def view_stream(self, spark: SparkSession, max_events: int | None = None, batches: int = 1) -> DataFrame:
+        """The RAW stream a view of the run reads (the dashboard's tap, a batch every few seconds): as
+        ``read_stream``, but where the source caps a batch, at most what ``batches`` of the run's own
+        batches read, since a view's batch spans several of them and at the run's cap it would fall
+        further behind at each. Default: ``read_stream``.
         """
         return self.read_stream(spark, max_events)
 

@@ -171,9 +171,10 @@ class GeneratorSource(Source):
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         return self._stream(spark, max_events, self.options.max_per_batch)
 
-    def view_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
-        """The paced sequence without ``max_per_batch``: every row due at each batch."""
-        return self._stream(spark, max_events, None)
+    def view_stream(self, spark: SparkSession, max_events: int | None = None, batches: int = 1) -> DataFrame:
+        """The paced sequence at most ``batches`` × ``max_per_batch`` rows a batch."""
+        cap = self.options.max_per_batch
+        return self._stream(spark, max_events, cap * batches if cap else None)
 
     def _stream(self, spark: SparkSession, max_events: int | None, cap: int | None) -> DataFrame:
         o = self.options

@@ -348,16 +348,16 @@ class KafkaSource(Source):
     def read_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         return self._raw(spark.readStream.format(DATA_SOURCE).options(**self.spark_options()).load())
 
-    def view_stream(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
-        """The topics without ``maxOffsetsPerTrigger``."""
-        return self._raw(spark.readStream.format(DATA_SOURCE).options(**self._uncapped_options()).load())
-
-    def _uncapped_options(self) -> dict[str, str]:
-        return {k: v for k, v in self.spark_options().items() if k != "maxOffsetsPerTrigger"}
+    def view_stream(self, spark: SparkSession, max_events: int | None = None, batches: int = 1) -> DataFrame:
+        """The topics at most ``batches`` × ``maxOffsetsPerTrigger`` records a batch."""
+        options = self.spark_options()
+        if "maxOffsetsPerTrigger" in options:
+            options["maxOffsetsPerTrigger"] = str(int(options["maxOffsetsPerTrigger"]) * batches)
+        return self._raw(spark.readStream.format(DATA_SOURCE).options(**options).load())
 
     def read_batch(self, spark: SparkSession, max_events: int | None = None) -> DataFrame:
         """Everything from ``startingOffsets`` (earliest when it is latest) to the current end of the topic."""
-        options = self._uncapped_options()
+        options = {k: v for k, v in self.spark_options().items() if k != "maxOffsetsPerTrigger"}
         if options["startingOffsets"] == "latest":
             options["startingOffsets"] = "earliest"
         df = self._raw(spark.read.format(DATA_SOURCE).options(**options).option("endingOffsets", "latest").load())
