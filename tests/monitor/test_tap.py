@@ -92,6 +92,7 @@ def test_the_tap_starts_a_batch_each_interval_at_most_beside_back_to_back_output
     run.start()
     threading.Thread(target=stop_when_tapped, args=(run,), daemon=True).start()
     run.wait()
+    taps[0].stop()  # started here, not by the run: the CLI stops it with the run
     starts = [datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")) for p in taps[0].recentProgress
               if p["numInputRows"]]
     assert len(starts) == 4  # a file each
