@@ -92,8 +92,8 @@ def start_tap(run: Run, feed: ResultsFeed, every_ms: int = TAP_EVERY_MS) -> Any 
     if trigger.kind == "processing" and plan.settings.max_events is None and trigger.interval_ms < every_ms:
         trigger = Trigger("processing", every_ms)
     # the run's batches in one of the tap's, counting a back-to-back batch as a second at the least
-    batches = -(-trigger.interval_ms // max(plan.trigger.interval_ms, 1000)) if trigger.kind == "processing" else 1
-    writer = (plan.source.view_stream(run.spark, plan.settings.max_events, max(batches, 1)).writeStream
+    batches = max(1, -(-trigger.interval_ms // max(plan.trigger.interval_ms, 1000))) if trigger.kind == "processing" else 1
+    writer = (plan.source.view_stream(run.spark, plan.settings.max_events, batches).writeStream
               .queryName(f"{plan.job.name}_dashboard")
               .option("checkpointLocation", str(plan.state_dir / "dashboard-checkpoint")))
     return trigger.apply(writer).foreachBatch(collect).start()
