@@ -68,12 +68,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_command(uri: str, work: Path, port: int, minutes: float, trigger: str | None = None) -> list[str]:
+def run_command(uri: str, work: Path, port: int, minutes: float, trigger: str | None = None,
+                max_state_memory: str | None = None) -> list[str]:
     """The ``speedlayer run fleet`` command of the soak: every output to Parquet under ``work``."""
     sinks = [arg for o in OUTPUTS for arg in ("--sink", f"{o}=parquet:{work / 'out' / o}")]
     return [sys.executable, "-m", "speedlayer", "run", "fleet", "--source", uri, "--state-dir", str(work / "state"),
             "--no-live", "--metrics-port", str(port), *sinks, "--duration", f"{int(minutes * 60) + BACKSTOP_S}s",
-            *(["--trigger", trigger] if trigger else [])]
+            *(["--trigger", trigger] if trigger else []),
+            *(["--max-state-memory", max_state_memory] if max_state_memory else [])]
 
 
 def stop(process: subprocess.Popen) -> dict:
@@ -259,6 +261,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out-dir", type=Path, default=BENCH / "results", help="where the JSON and the plot go")
     p.add_argument("--keep", action="store_true", help="keep the run's state and outputs (printed at the end)")
     p.add_argument("--trigger", help="the run's --trigger, e.g. processing:5s (default: the CLI's, back-to-back batches)")
+    p.add_argument("--max-state-memory", help="the run's --max-state-memory, e.g. 256m (default: the CLI's)")
     args = p.parse_args(argv)
     if args.quick:
         args.minutes, args.every = 3.0, 10.0
@@ -270,7 +273,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def soak_run(args: argparse.Namespace, uri: str, work: Path) -> dict:
     """Launch the run, sample it for ``args.minutes``, stop it; the samples and how it ended."""
     port = free_port()
-    command = run_command(uri, work, port, args.minutes, args.trigger)
+    command = run_command(uri, work, port, args.minutes, args.trigger, args.max_state_memory)
     print(f"soak: {args.minutes:g} min at {args.rate:,} events/s, a sample every {args.every:g} s; run in {work}", flush=True)
     print("  " + shlex.join(command), flush=True)
     with open(work / "run.log", "wb") as log:
@@ -322,7 +325,8 @@ def main(argv: list[str] | None = None) -> dict:
                "command": shlex.join([Path(sys.executable).name, *sys.argv]), "machine": machine(),
                "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                **run, "series": named, "oracle": found}
-    label = f"{args.minutes:g}min" + (f"-{args.trigger.replace(':', '-')}" if args.trigger else "")
+    label = (f"{args.minutes:g}min" + (f"-{args.trigger.replace(':', '-')}" if args.trigger else "")
+             + (f"-state{args.max_state_memory}" if args.max_state_memory else ""))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"soak-{label}.json").write_text(json.dumps(results, separators=(",", ":"), default=str) + "\n")
     plot(named, args.warmup, f"soak: fleet job, {args.minutes:g} min at {args.rate:,} events/s "

@@ -62,10 +62,11 @@ def test_quick_and_default_settings():
     assert [command[i + 1] for i, a in enumerate(command) if a == "--sink"] == [
         f"{o}=parquet:/w/out/{o}" for o in ("windows", "alerts", "incidents", "trips", "late", "dead-letters")]
     assert command[command.index("--duration") + 1] == "2700s" and "--no-live" in command
-    assert "--trigger" not in command  # the CLI's own default
-    trigger = soak.parse_args(["--trigger", "processing:10s"]).trigger
-    spaced = soak.run_command("generator://?rate=3000", Path("/w"), 9999, 30, trigger)
+    assert "--trigger" not in command and "--max-state-memory" not in command  # the CLI's own defaults
+    given = soak.parse_args(["--trigger", "processing:10s", "--max-state-memory", "256m"])
+    spaced = soak.run_command("generator://?rate=3000", Path("/w"), 9999, 30, given.trigger, given.max_state_memory)
     assert spaced[spaced.index("--trigger") + 1] == "processing:10s"
+    assert spaced[spaced.index("--max-state-memory") + 1] == "256m"
 
 
 G1_JSTAT = ("    S0C    S1C    S0U    S1U    EC    EU    OC    OU    MC    MU    CCSC    CCSU    YGC    YGCT    FGC    FGCT"
