@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -48,9 +49,20 @@ sys.path.insert(0, str(BENCH))
 from whole_job import ALL, run_config  # noqa: E402
 
 SEVEN = "+".join(ALL)
+
+
+def make_run_line(makefile: Path = ROOT / "Makefile") -> tuple[str, tuple[str, ...]]:
+    """``make run``'s source and its other options (``--dashboard`` and ``$(ARGS)`` aside), read from its recipe."""
+    recipe = makefile.read_text().split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    words = shlex.split(recipe.split("\n", 1)[1].replace("\\\n", " "))
+    words = words[words.index("fleet") + 1:]
+    at = words.index("--source")
+    rest = words[:at] + words[at + 2:]
+    return words[at + 1], tuple(w for w in rest if w not in ("--dashboard", "$(ARGS)"))
+
+
 #: `make run`'s input and options, as the Makefile gives them
-MAKE_RUN_SOURCE = "generator://?rate=5000&vehicles=2000&seed=7&max_per_batch=10000"
-MAKE_RUN_OPTIONS = ("--dedup", "fast")
+MAKE_RUN_SOURCE, MAKE_RUN_OPTIONS = make_run_line()
 PEER_NAMES = {"python": "one Python thread", "bytewax": "Bytewax", "flink": "PyFlink"}
 PARTS = ("whole-job", "bounded", "flink-seven", "latency")
 #: the readings of a latency run's last seconds are its figure: the first batches (the JVM warming
