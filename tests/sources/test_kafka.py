@@ -156,6 +156,27 @@ def test_records_are_read_and_decoded(spark, topic, tmp_path):
     assert source.read_batch(spark).count() == 2
 
 
+def test_the_dashboards_view_reads_as_many_of_the_runs_batches_as_asked(spark, kafka_topic, tmp_path):
+    from confluent_kafka import Producer
+
+    bootstrap, name = kafka_topic
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(30):
+        producer.produce(name, key=f"V{i}".encode(), value=b"{}", partition=0)
+    assert producer.flush(30) == 0
+    source = open_source(f"kafka://{bootstrap}/{name}?startingOffsets=earliest&maxOffsetsPerTrigger=4")
+
+    def batch_sizes(raw, label: str) -> list[int]:
+        sizes: list[int] = []
+        query = (raw.writeStream.trigger(availableNow=True).option("checkpointLocation", str(tmp_path / label))
+                 .foreachBatch(lambda batch, _id: sizes.append(batch.count())).start())
+        query.awaitTermination(120)
+        return [n for n in sizes if n]
+
+    assert batch_sizes(source.read_stream(spark), "run") == [4] * 7 + [2]
+    assert batch_sizes(source.view_stream(spark, batches=3), "view") == [12, 12, 6]
+
+
 def test_the_runner_checks_the_connector_before_any_query(spark, monkeypatch, tmp_path):
     import socket
 
