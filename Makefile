@@ -54,7 +54,8 @@ test: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(PY) bench/targets.py $(ARGS)
 
-## soak: the fleet job from the CLI for 30 min at 3,000 events/s, sampling memory, state and disk every 30 s;
+## soak: the fleet job from the CLI for 30 min at 3,000 events/s (batches 10 s apart, RocksDB bounded at 256 MB),
+## sampling memory, state and disk every 30 s;
 ## slopes, a flat-or-not verdict per series, the outputs checked against the oracle; a JSON and a plot in
 ## bench/results (ARGS="--minutes 120" for longer; ARGS=--quick: 3 min, a sample every 10 s)
 soak: $(VENV)/.installed-dev

@@ -63,10 +63,11 @@ def test_quick_and_default_settings():
         f"{o}=parquet:/w/out/{o}" for o in ("windows", "alerts", "incidents", "trips", "late", "dead-letters")]
     assert command[command.index("--duration") + 1] == "2700s" and "--no-live" in command
     assert "--trigger" not in command and "--max-state-memory" not in command  # the CLI's own defaults
-    given = soak.parse_args(["--trigger", "processing:10s", "--max-state-memory", "256m"])
+    assert (default.trigger, default.max_state_memory) == ("processing:10s", "256m")
+    given = soak.parse_args(["--trigger", "processing:0s", "--max-state-memory", "1g"])
     spaced = soak.run_command("generator://?rate=3000", Path("/w"), 9999, 30, given.trigger, given.max_state_memory)
-    assert spaced[spaced.index("--trigger") + 1] == "processing:10s"
-    assert spaced[spaced.index("--max-state-memory") + 1] == "256m"
+    assert spaced[spaced.index("--trigger") + 1] == "processing:0s"
+    assert spaced[spaced.index("--max-state-memory") + 1] == "1g"
 
 
 G1_JSTAT = ("    S0C    S1C    S0U    S1U    EC    EU    OC    OU    MC    MU    CCSC    CCSU    YGC    YGCT    FGC    FGCT"
@@ -158,12 +159,14 @@ def test_a_short_soak_samples_judges_and_checks_its_outputs(tmp_path):
     out = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "soak.py"), "--minutes", "0.4", "--every", "3",
-                           "--rate", "500", "--warmup", "0.1", "--out-dir", str(out)],
+                           "--rate", "500", "--warmup", "0.1", "--out-dir", str(out),
+                           "--trigger", "processing:0s"],  # batches enough in 24 s
                           capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    results = json.loads((out / "soak-0.4min.json").read_text())
+    results = json.loads((out / "soak-0.4min-processing-0s.json").read_text())
     assert results["machine"]["cores"] == os.cpu_count() and results["machine"]["java"].startswith(("openjdk", "java"))
     assert "speedlayer run fleet" in results["run_command"] and "--metrics-port" in results["run_command"]
+    assert "--max-state-memory 256m" in results["run_command"]
     assert results["stop"]["killed"] is False and results["ended_early"] is False and results["up_after_s"] > 0
     assert results["allocator"] == ("jemalloc" if find_jemalloc() else "system")
     named = results["series"]
@@ -194,5 +197,5 @@ def test_a_short_soak_samples_judges_and_checks_its_outputs(tmp_path):
     assert check["ok"], json.dumps(check, default=str)[:3000]
     assert check["windows"]["checked"] > 100 and check["windows"]["exact"] > 0.8 * check["windows"]["checked"]
     assert check["alerts"]["checked"] > 0 and check["dead-letters"]["expected"] > 0
-    assert (out / "soak-0.4min.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "soak-0.4min-processing-0s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "verdict" in done.stdout and "rss driver jvm" in done.stdout
