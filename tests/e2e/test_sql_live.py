@@ -92,7 +92,7 @@ def test_another_host_opens_the_endpoint_with_its_token(tmp_path):
     assert conf["spark.plugins"] == "com.example.Mine,org.apache.spark.sql.connect.SparkConnectPlugin"
     assert conf["spark.connect.grpc.binding.port"] == "1"  # what the user sets wins
     assert endpoint.url == f"sc://localhost:{endpoint.port}"  # a client on this machine sends its token without TLS
-    assert Path(conf["spark.scheduler.allocation.file"]).read_text().count("<pool ") == 2
+    assert Path(conf["spark.scheduler.allocation.file"]).read_text().count("<pool ") == 3
 
 
 

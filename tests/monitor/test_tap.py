@@ -153,6 +153,13 @@ def test_the_map_shows_the_entities_a_users_job_declares(spark, tmp_path):
     settings = RunSettings(job="couriers", source=f"files:{tmp_path / 'landing'}?max_files_per_trigger=1",
                            trigger="available-now", state_dir=str(tmp_path / "state"), sinks={"pings": "memory:tap_pings"})
     feed = ResultsFeed()
+    pools = []  # the fair-scheduler pool the tap's Spark jobs are submitted in
+    original = feed.set_positions
+    feed.set_positions = lambda *a: (pools.append(spark.sparkContext.getLocalProperty("spark.scheduler.pool")),
+                                     original(*a))
     tapped(spark, settings, COURIERS, feed)
     positions = {p["courier"]: (p["lat"], p["lon"]) for p in feed.snapshot()["positions"]}
     assert positions == {"c1": (48.3, 2.35), "c2": (48.2, 2.35)}
+    # last in line for the cores, behind the outputs' queries; the thread that started it keeps its own pool
+    assert pools and set(pools) == {"dashboard"}
+    assert spark.sparkContext.getLocalProperty("spark.scheduler.pool") != "dashboard"

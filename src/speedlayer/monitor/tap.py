@@ -1,9 +1,9 @@
 """The dashboard's tap: one extra, light query that shows what the outputs' sinks cannot.
 
 The outputs' own queries may write to files or databases, which the dashboard cannot read back
-cheaply. The tap reads the same source and passes each micro-batch (a static DataFrame, in
-``foreachBatch``) through the job as its run computes it (``runtime.build.batch_outputs``: the
-job's own decoder, pipeline and per-batch steps), then collects
+cheaply. The tap reads the same source through the job's own decoder and passes each micro-batch
+of events (a static DataFrame, in ``foreachBatch``) through the job as its run computes it
+(``runtime.build.batch_outputs``: the job's pipeline and per-batch steps), then collects
 
 - the latest position of each entity, for a job that declares them (``Job.positions``: the fleet's map), and
 - the newest rows of the job's stateless outputs (alerts, wordcount's batch counts) not already
@@ -27,6 +27,7 @@ from speedlayer.core.errors import SpeedlayerError
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.runtime.build import batch_outputs
 from speedlayer.runtime.shared import main_readers
+from speedlayer.runtime.sql_endpoint import DASHBOARD_POOL
 from speedlayer.runtime.triggers import Trigger
 from speedlayer.sinks.console import newest_rows
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("speedlayer.monitor")
 
+#: the thread-local property that names the fair-scheduler pool of the Spark jobs a thread submits
+POOL = "spark.scheduler.pool"
 #: rows of each tapped output kept per batch
 TAP_ROWS = 30
 #: the tap's batches start at most this often: a map and feeds redrawn every few seconds are enough, and
@@ -74,26 +77,36 @@ def start_tap(run: Run, feed: ResultsFeed, every_ms: int = TAP_EVERY_MS) -> Any 
             if not run.stop_requested.is_set() and "InterruptedException" not in str(exc):
                 log.warning("speedlayer: the dashboard's tap skipped batch %s: %s", batch_id, " ".join(str(exc).split())[:300])
 
-    def show(raw, batch_id: int) -> None:
-        raw.persist()
+    def show(events, batch_id: int) -> None:
+        reused = positions is not None and bool(outputs)  # read by more than one Spark job
+        if reused:
+            events.persist()
         try:
-            events, frames = batch_outputs(plan, raw, outputs, batch_id)
             if positions is not None:
                 where = (F.col(positions.lat).alias("lat"), F.col(positions.lon).alias("lon"))
                 latest = F.max_by(F.struct(*where, *extra, time_field), time_field).alias("p")
                 rows = events.groupBy(positions.key).agg(latest).select(positions.key, "p.*").collect()
                 feed.set_positions(batch_id, [r.asDict() for r in rows], positions.key)
-            for name, frame in frames.items():
+            for name, frame in batch_outputs(plan, events, outputs, batch_id).items():
                 feed.show_batch(newest_rows(frame, batch_id, plan.job.name, name, TAP_ROWS))
         finally:
-            raw.unpersist()
+            if reused:
+                events.unpersist()
 
     trigger = plan.trigger  # a run bounded by --max-events keeps its pace: its page ends with its last events
     if trigger.kind == "processing" and plan.settings.max_events is None and trigger.interval_ms < every_ms:
         trigger = Trigger("processing", every_ms)
     # the run's batches in one of the tap's, counting a back-to-back batch as a second at the least
     batches = max(1, -(-trigger.interval_ms // max(plan.trigger.interval_ms, 1000))) if trigger.kind == "processing" else 1
-    writer = (plan.source.view_stream(run.spark, plan.settings.max_events, batches).writeStream
+    # decoded in the stream: the decoder's DataFrames are built once, not again in each batch's function
+    events = plan.job.decode(plan.source.view_stream(run.spark, plan.settings.max_events, batches)).events
+    writer = (events.writeStream
               .queryName(f"{plan.job.name}_dashboard")
               .option("checkpointLocation", str(plan.state_dir / "dashboard-checkpoint")))
-    return trigger.apply(writer).foreachBatch(collect).start()
+    context = run.spark.sparkContext  # a query's thread takes the pool its starter is in
+    pool = context.getLocalProperty(POOL)
+    context.setLocalProperty(POOL, DASHBOARD_POOL)
+    try:
+        return trigger.apply(writer).foreachBatch(collect).start()
+    finally:
+        context.setLocalProperty(POOL, pool)

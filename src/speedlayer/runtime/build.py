@@ -46,31 +46,33 @@ def build_outputs(spark, plan: RunPlan, outputs: list[str], batch: bool = False)
     results = plan.job.pipeline(decoded.events, plan.params, **inputs)
     for name, spec in specs.items():
         if name not in frames:
-            frames[name] = _output_frame(name, spec, decoded, results, 0 if batch else None)
+            frames[name] = _output_frame(name, spec, decoded.dead_letters, results, 0 if batch else None)
     return {name: frames[name] for name in outputs}
 
 
-def batch_outputs(plan: RunPlan, raw, outputs: list[str], batch_id: int) -> tuple[Any, dict[str, Any]]:
-    """One static batch of the main source's RAW rows through the job as its run computes it: the
-    events (the job's own decoder) and the named outputs (its pipeline, then each one's per-batch step).
+def batch_outputs(plan: RunPlan, events, outputs: list[str], batch_id: int) -> dict[str, Any]:
+    """The named outputs of one static batch of the main source's decoded ``events``, as the run
+    computes them: the job's pipeline, then each output's per-batch step.
 
-    Only outputs of the main stream: one that joins a second input needs that input's stream.
+    Only outputs of the main stream's events: not one that joins a second input (it needs that
+    input's stream), nor the dead letters (the decoder's, not the events').
 
-    >>> events, frames = batch_outputs(plan, raw_batch, ["batch-counts"], 7)  # doctest: +SKIP
+    >>> frames = batch_outputs(plan, events_batch, ["batch-counts"], 7)  # doctest: +SKIP
     """
     specs = {name: plan.job.outputs[name] for name in outputs}
-    joined = [name for name, spec in specs.items() if spec.inputs]
-    if joined:
-        raise ValueError(f"outputs {joined} join a second input: they cannot be computed from one batch")
-    decoded = plan.job.decode(raw)
-    results = plan.job.pipeline(decoded.events, plan.params)
-    return decoded.events, {name: _output_frame(name, spec, decoded, results, batch_id) for name, spec in specs.items()}
+    refused = [name for name, spec in specs.items() if spec.inputs or spec.dead_letters_of or name == "dead-letters"]
+    if refused:
+        raise ValueError(f"outputs {refused} are not computed from the main source's events alone")
+    if not specs:
+        return {}
+    results = plan.job.pipeline(events, plan.params)
+    return {name: _output_frame(name, spec, None, results, batch_id) for name, spec in specs.items()}
 
 
-def _output_frame(name: str, spec, decoded, results, batch_id: int | None):
-    """An output's frame from the decoded batch and the pipeline's results; its per-batch step applied
-    for a static batch (``batch_id``; a stream's is applied by its writer)."""
-    df = decoded.dead_letters if name == "dead-letters" else results[name]
+def _output_frame(name: str, spec, dead_letters, results, batch_id: int | None):
+    """An output's frame from the pipeline's results (the decoder's ``dead_letters`` for that output);
+    its per-batch step applied for a static batch (``batch_id``; a stream's is applied by its writer)."""
+    df = dead_letters if name == "dead-letters" else results[name]
     return spec.per_batch(df, batch_id) if batch_id is not None and spec.per_batch is not None else df
 
 

@@ -30,9 +30,12 @@ from speedlayer.core.tables import sql_name
 ENDPOINT_FILE = "sql-endpoint.json"
 #: the fair scheduler's pool of the run's own queries; ad-hoc queries take Spark's ``default``
 STREAMS_POOL = "streams"
+#: the dashboard's tap: a free core when the outputs' queries leave one, the last in line otherwise
+DASHBOARD_POOL = "dashboard"
 _POOLS = f"""<?xml version="1.0"?>
 <allocations>
   <pool name="{STREAMS_POOL}"><schedulingMode>FIFO</schedulingMode><weight>4</weight><minShare>1</minShare></pool>
+  <pool name="{DASHBOARD_POOL}"><schedulingMode>FIFO</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
   <pool name="default"><schedulingMode>FIFO</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
 </allocations>
 """
