@@ -27,7 +27,7 @@ from speedlayer.core.errors import SpeedlayerError
 from speedlayer.monitor.feed import ResultsFeed
 from speedlayer.runtime.build import batch_outputs
 from speedlayer.runtime.shared import main_readers
-from speedlayer.runtime.sql_endpoint import DASHBOARD_POOL
+from speedlayer.runtime.sql_endpoint import DASHBOARD_POOL, SCHEDULER_POOL
 from speedlayer.runtime.triggers import Trigger
 from speedlayer.sinks.console import newest_rows
 
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("speedlayer.monitor")
 
-#: the thread-local property that names the fair-scheduler pool of the Spark jobs a thread submits
-POOL = "spark.scheduler.pool"
 #: rows of each tapped output kept per batch
 TAP_ROWS = 30
 #: the tap's batches start at most this often: a map and feeds redrawn every few seconds are enough, and
@@ -77,8 +75,9 @@ def start_tap(run: Run, feed: ResultsFeed, every_ms: int = TAP_EVERY_MS) -> Any 
             if not run.stop_requested.is_set() and "InterruptedException" not in str(exc):
                 log.warning("speedlayer: the dashboard's tap skipped batch %s: %s", batch_id, " ".join(str(exc).split())[:300])
 
+    reused = positions is not None and bool(outputs)  # a batch read by more than one Spark job
+
     def show(events, batch_id: int) -> None:
-        reused = positions is not None and bool(outputs)  # read by more than one Spark job
         if reused:
             events.persist()
         try:
@@ -103,10 +102,10 @@ def start_tap(run: Run, feed: ResultsFeed, every_ms: int = TAP_EVERY_MS) -> Any 
     writer = (events.writeStream
               .queryName(f"{plan.job.name}_dashboard")
               .option("checkpointLocation", str(plan.state_dir / "dashboard-checkpoint")))
-    context = run.spark.sparkContext  # a query's thread takes the pool its starter is in
-    pool = context.getLocalProperty(POOL)
-    context.setLocalProperty(POOL, DASHBOARD_POOL)
+    context = run.spark.sparkContext
+    pool = context.getLocalProperty(SCHEDULER_POOL)
+    context.setLocalProperty(SCHEDULER_POOL, DASHBOARD_POOL)
     try:
         return trigger.apply(writer).foreachBatch(collect).start()
     finally:
-        context.setLocalProperty(POOL, pool)
+        context.setLocalProperty(SCHEDULER_POOL, pool)

@@ -34,7 +34,7 @@ from speedlayer.runtime.reach import check_reachable, run_places
 from speedlayer.runtime.run_state import RunState, lock_and_prepare, remove_temporary_state
 from speedlayer.runtime.session import is_local
 from speedlayer.runtime.shared import SHARED_QUERY_CONF, FanOut, check_shareable, pack_outputs, session_conf
-from speedlayer.runtime.sql_endpoint import STREAMS_POOL
+from speedlayer.runtime.sql_endpoint import SCHEDULER_POOL, STREAMS_POOL
 from speedlayer.runtime.stopping import first_line, raise_if_failed_while_stopping, restartable, stop_after_batch
 from speedlayer.runtime.streamable import check_streamable, keeps_state
 from speedlayer.runtime.summary import RunSummary, save_summary, summarise
@@ -143,7 +143,7 @@ class Run:
         if self.plan.trigger.stateless:
             share_cores(self.spark, self.plan)
         self.spark.streams.addListener(self.tracker)
-        self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", STREAMS_POOL)  # ad-hoc SQL runs in another
+        self.spark.sparkContext.setLocalProperty(SCHEDULER_POOL, STREAMS_POOL)  # ad-hoc SQL runs in another
         self.executors.poll(force=True)
         self.state.pin_at_start()
         self._started_at = time.monotonic()

@@ -28,6 +28,9 @@ from speedlayer.core.errors import ConfigError
 from speedlayer.core.tables import sql_name
 
 ENDPOINT_FILE = "sql-endpoint.json"
+#: the thread-local property that names the fair-scheduler pool of the Spark jobs a thread submits
+#: (a streaming query's thread takes the one its starter is in)
+SCHEDULER_POOL = "spark.scheduler.pool"
 #: the fair scheduler's pool of the run's own queries; ad-hoc queries take Spark's ``default``
 STREAMS_POOL = "streams"
 #: the dashboard's tap: a free core when the outputs' queries leave one, the last in line otherwise
