@@ -15,12 +15,14 @@ at 5,000 pings/s; the alerts' latency), speedlayer's against ``plain_fleet``'s w
     .venv/bin/python bench/kafka_latency.py --bootstrap localhost:9092 --modes continuous:1s
     .venv/bin/python bench/kafka_latency.py --quick --modes continuous:1s --peers pyflink
     .venv/bin/python bench/kafka_latency.py --job make-run          # 5,000/s, micro-batch
+    .venv/bin/python bench/kafka_latency.py --modes continuous:1s,processing:0s --rates 1000 --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -168,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds each cell runs before it is measured (default 20; 60 for --job make-run, whose "
                              "generated code the JVM takes over a minute to compile)")
     parser.add_argument("--measure", type=float, default=60.0)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure every cell this many times, the sides' order alternating; ratios compare "
+                             "the sides' median p99 (default 1)")
     parser.add_argument("--quick", action="store_true", help="1,000/s, 10 s warm-up, 20 s measured")
     parser.add_argument("--peers", default="", help=f"other engines to measure too: {', '.join(PEERS)} (default: none)")
     parser.add_argument("--out", type=Path, help="default: bench/results/kafka_latency.json, kafka_latency_make_run.json "
@@ -204,15 +209,17 @@ def main(argv: list[str] | None = None) -> int:
         cells: list[KafkaCell] = []
         for rate in rates:
             for mode in modes:
-                # the two sides in turn; the order alternates with the mode so neither always goes first
-                sides = starters(spark, bootstrap, mode, str(scratch), args)
-                if (modes.index(mode) + rates.index(rate)) % 2:
-                    sides.reverse()
-                for side, start in sides:
-                    dedup = args.dedup if side == "speedlayer" and parse_trigger(mode).kind == "processing" else None
-                    cell = measure_cell(bootstrap, side, mode, rate, start, args.warmup, args.measure, dedup=dedup)
-                    cells.append(cell)
-                    print(cell_line(cell), flush=True)
+                for round_ in range(1, args.rounds + 1):
+                    # the two sides in turn; the order alternates with mode and round so neither always goes first
+                    sides = starters(spark, bootstrap, mode, str(scratch), args)
+                    if (modes.index(mode) + rates.index(rate) + round_ - 1) % 2:
+                        sides.reverse()
+                    for side, start in sides:
+                        dedup = args.dedup if side == "speedlayer" and parse_trigger(mode).kind == "processing" else None
+                        cell = measure_cell(bootstrap, side, mode, rate, start, args.warmup, args.measure, dedup=dedup)
+                        cell.round = round_
+                        cells.append(cell)
+                        print(f"round {round_}: {cell_line(cell)}", flush=True)
             for peer in peers:
                 mode, starter = PEERS[peer]
                 cell = measure_cell(bootstrap, peer, mode, rate, starter(bootstrap), args.warmup, args.measure)
@@ -221,17 +228,20 @@ def main(argv: list[str] | None = None) -> int:
         ratios = {}
         for rate in rates:
             for mode in modes:
-                pair = {c.side: c for c in cells if c.mode == mode and c.rate == rate and c.status == "ok"}
-                if len(pair) == 2:
-                    ratios[f"{mode}@{rate}"] = round(pair["speedlayer"].p99_ms / max(pair["plain"].p99_ms, 1.0), 3)
-                    print(f"{mode} {rate:,}/s: speedlayer p99 / plain p99 = {ratios[f'{mode}@{rate}']:.2f}")
+                p99s = {side: [c.p99_ms for c in cells if (c.side, c.mode, c.rate, c.status) == (side, mode, rate, "ok")]
+                        for side in ("speedlayer", "plain")}
+                if all(p99s.values()):
+                    ours, plain = (statistics.median(p99s[side]) for side in ("speedlayer", "plain"))
+                    ratios[f"{mode}@{rate}"] = round(ours / max(plain, 1.0), 3)
+                    print(f"{mode} {rate:,}/s: speedlayer p99 / plain p99 = {ratios[f'{mode}@{rate}']:.2f}"
+                          + (f" (medians of {args.rounds} rounds: {ours:,.0f} / {plain:,.0f} ms)" if args.rounds > 1 else ""))
         for rate in rates:
             if peers:
                 print(p99_line(cells, rate))
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(cells_json(cells, command=" ".join(["bench/kafka_latency.py", *(argv or sys.argv[1:])]),
                                        elapsed_s=round(time.monotonic() - started), warmup_s=args.warmup,
-                                       measure_s=args.measure, p99_ratios=ratios,
+                                       measure_s=args.measure, rounds=args.rounds, p99_ratios=ratios,
                                        **({"peers": about_peers} if about_peers else {})))
         print(f"wrote {args.out}")
     return 0

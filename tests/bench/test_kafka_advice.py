@@ -92,3 +92,17 @@ def test_a_results_file_advise_cannot_read_is_one_line(capsys, tmp_path, content
         main(["advise", "--rate", "1000", "--from", str(path)])
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert exit_info.value.code == 2 and len(lines) == 1 and match in lines[0], lines
+
+
+def test_a_rate_measured_in_several_rounds_is_judged_on_its_median_round():
+    """Three rounds of real-time at 1,000/s: one slow round neither decides alone, nor hides behind a fast one."""
+    rounds = [cell("realtime:1min", 1000, p99) for p99 in (3, 40, 8)] + [cell("processing:0s", 1000, 1154)]
+    assert kafka_advice(rounds, 1000, 10).recommended == "realtime:1min"
+    assert kafka_advice(rounds, 1000, 5).recommended is None
+    expected = next(v.expected_latency for v in kafka_advice(rounds, 1000, 10).modes if v.mode == "realtime:1min")
+    assert "/ p99 8 /" in expected
+
+
+def test_a_round_that_did_not_run_leaves_the_median_to_those_that_did():
+    rounds = [cell("realtime:1min", 1000, 0, status="failed", reason="broker gone"), cell("realtime:1min", 1000, 4)]
+    assert kafka_advice(rounds, 1000, 10).recommended == "realtime:1min"

@@ -2,12 +2,12 @@
 
 ``speedlayer bench --kafka`` writes ``kafka-latency.json``: per (mode, rate) the alerts' latency as a
 Kafka consumer computes it. For a target rate each mode is judged on the cell measured at the nearest
-rate at or above it (or the highest measured, said so); a mode meets the target when that cell ran
-and its p99 is at most the target. Micro-batch cells measured with ``--dedup fast`` (``speedlayer
-bench --kafka --dedup exact --dedup fast``) are a mode of their own. Of the modes that meet it, the
-one that gives up least is recommended: micro-batch (exactly once, every operation), then
-micro-batch with ``--dedup fast`` (a replay may keep another copy of a re-sent ping), then
-real-time, then continuous.
+rate at or above it (or the highest measured, said so; of a rate measured in several rounds, the round
+with the median p99); a mode meets the target when that cell ran and its p99 is at most the target.
+Micro-batch cells measured with ``--dedup fast`` (``speedlayer bench --kafka --dedup exact --dedup
+fast``) are a mode of their own. Of the modes that meet it, the one that gives up least is recommended:
+micro-batch (exactly once, every operation), then micro-batch with ``--dedup fast`` (a replay may keep
+another copy of a re-sent ping), then real-time, then continuous.
 
     >>> cells = [{"side": "speedlayer", "mode": "processing:0s", "rate": 1000, "p50_ms": 600.0, "p99_ms": 1150.0,
     ...           "p999_ms": 1300.0, "status": "ok"},
@@ -69,7 +69,7 @@ def kafka_advice(cells: Iterable[Mapping[str, Any]], rate: int, target_latency_m
     for run in dict.fromkeys(map(_run, ours)):
         (trigger, dedup), kind = run, parse_trigger(run[0]).kind
         mode = cell_label(trigger, dedup)
-        cell, note = _nearest(sorted((c for c in ours if _run(c) == run), key=lambda c: c["rate"]), rate)
+        cell, note = _nearest(_median_per_rate([c for c in ours if _run(c) == run]), rate)
         keeps, gives_up = FAST_DEDUP if dedup == "fast" else GUARANTEES.get(kind, ("", ""))
         if stateful and kind != "processing":
             verdicts.append(ModeVerdict(mode, False, "-", keeps, "this output keeps state, which this mode cannot run"))
@@ -93,6 +93,24 @@ def _run(cell: Mapping[str, Any]) -> tuple[str, str | None]:
     """(trigger, dedup) of a cell: micro-batch cells of files written before ``--dedup`` ran the exact one."""
     micro_batch = parse_trigger(cell["mode"]).kind == "processing"
     return cell["mode"], (cell.get("dedup") or "exact") if micro_batch else None
+
+
+def _median_per_rate(cells: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One cell per rate, by rate: of a run's rounds (``--rounds``) the one with the median p99 of those
+    that ran (the higher middle one of an even count), or the first when none ran.
+
+    >>> [c["p99_ms"] for c in _median_per_rate([{"rate": 1000, "p99_ms": p, "status": "ok"} for p in (9, 30, 12)])]
+    [12]
+    """
+    by_rate: dict[int, list[Mapping[str, Any]]] = {}
+    for cell in cells:
+        by_rate.setdefault(cell["rate"], []).append(cell)
+    picked = []
+    for rate in sorted(by_rate):
+        ran = sorted((c for c in by_rate[rate] if c.get("status") == "ok" and c.get("p99_ms") is not None),
+                     key=lambda c: c["p99_ms"])
+        picked.append(ran[len(ran) // 2] if ran else by_rate[rate][0])
+    return picked
 
 
 def _nearest(cells: list[Mapping[str, Any]], rate: int) -> tuple[Mapping[str, Any], str]:

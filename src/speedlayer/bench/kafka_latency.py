@@ -54,6 +54,8 @@ class KafkaCell:
     reason: str = ""
     #: micro-batch cells: which copy of a re-sent ping the dedup keeps (``--dedup``); None in other modes
     dedup: str | None = None
+    #: which of a run's repeats of the same (side, mode, rate) this is, from 1
+    round: int = 1
 
     @property
     def label(self) -> str:
