@@ -55,6 +55,7 @@ from speedlayer.bench.kafka_latency import (  # noqa: E402
     warm_up_session,
     windows_topic,
 )
+from speedlayer.decode.observation import observe_latency  # noqa: E402
 from speedlayer.runtime.triggers import parse_trigger  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -84,18 +85,23 @@ def start_kafka_query(frame, key: str, bootstrap: str, topic: str, checkpoint: s
     return writer.trigger(processingTime=every).start()
 
 
-def plain_alerts(spark, bootstrap: str, trigger: str, state_root: str, checks: bool = False):
+def plain_alerts(spark, bootstrap: str, trigger: str, state_root: str, checks: bool = False, observed: bool = False):
     """The same alerts as a PySpark user writes them from the docs: from_json, in micro-batch a watermark
     and dropDuplicatesWithinWatermark, the zone limit as a CASE WHEN, Spark's Kafka sink. With ``checks``,
     only the events whose every field is present and in range (``plain_fleet.accepted``), as speedlayer's
-    decode accepts them."""
+    decode accepts them; with ``observed`` too, speedlayer's per-batch observation (``observe_latency``)
+    attached to the parsed rows, as decode attaches it to its own."""
     kind = trigger.partition(":")[0]
     zones = load_zone_rows()
 
     def start(source: str, out: str):
         raw = kafka_raw(spark, bootstrap, source)
         if checks:
-            events = plain_fleet.parsed(raw).where(plain_fleet.accepted(PlainSettings())).select("e.*")
+            parsed = plain_fleet.parsed(raw)
+            if observed:
+                parsed = observe_latency(parsed, "plain_observation", F.col("ok"), F.col("e.event_time"),
+                                         F.col("ingest_time")).select(*parsed.columns)
+            events = parsed.where(plain_fleet.accepted(PlainSettings())).select("e.*")
         else:
             events = raw.select(F.from_json("value", EVENT_SCHEMA).alias("e")).select("e.*")
         if kind == "processing":
