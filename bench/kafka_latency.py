@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                         cell = measure_cell(bootstrap, side, mode, rate, start, args.warmup, args.measure, dedup=dedup)
                         cell.round = round_
                         cells.append(cell)
-                        print(f"round {round_}: {cell_line(cell)}", flush=True)
+                        print(cell_line(cell), flush=True)
             for peer in peers:
                 mode, starter = PEERS[peer]
                 cell = measure_cell(bootstrap, peer, mode, rate, starter(bootstrap), args.warmup, args.measure)

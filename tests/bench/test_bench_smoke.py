@@ -59,6 +59,8 @@ def test_bench_and_advise_refuse_bad_options(capsys):
                         (["bench", "--kafka", "127.0.0.1:1", "--rate", "0"], "--rate and --cell-seconds"),
                         (["bench", "--kafka", "127.0.0.1:1", "--dedup", "slow"], "--dedup 'slow': choose exact or fast"),
                         (["bench", "--dedup", "fast"], "give --kafka HOST:PORT with it"),
+                        (["bench", "--rounds", "3"], "--rounds repeats the cells of a Kafka bench"),
+                        (["bench", "--kafka", "127.0.0.1:1", "--rounds", "0"], "--rounds 0: measure each cell at least once"),
                         (["bench", "--kafka", "127.0.0.1:1", "--dedup", "fast", "--mode", "continuous:1s"],
                          "add a --mode processing:0s"),
                         (["advise", "--rate", "1000", "--headroom", "2"], "--headroom"),

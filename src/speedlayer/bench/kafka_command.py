@@ -36,21 +36,24 @@ KAFKA_JSON = "kafka-latency.json"
 def cells_table(cells: list[KafkaCell]) -> Table:
     table = Table(title="fleet alerts, Kafka -> Kafka: output append time - input append time (ms)",
                   title_justify="left")
-    for column in ("mode", "rate/s", "p50", "p99", "p99.9", "max", "alerts measured"):
+    rounds = any(c.round > 1 for c in cells)
+    for column in ("mode", "rate/s", *(("round",) if rounds else ()), "p50", "p99", "p99.9", "max", "alerts measured"):
         table.add_column(column, justify="left" if column == "mode" else "right")
     for c in cells:
+        cell = [c.label, f"{c.rate:,}", *((str(c.round),) if rounds else ())]
         if c.status != "ok":
-            table.add_row(c.label, f"{c.rate:,}", c.status, "", "", "", c.reason[:60])
+            table.add_row(*cell, c.status, "", "", "", c.reason[:60])
             continue
-        table.add_row(c.label, f"{c.rate:,}", f"{c.p50_ms:,.0f}", f"{c.p99_ms:,.0f}", f"{c.p999_ms:,.0f}",
-                      f"{c.max_ms:,.0f}", f"{c.measured:,}")
+        table.add_row(*cell, f"{c.p50_ms:,.0f}", f"{c.p99_ms:,.0f}", f"{c.p999_ms:,.0f}", f"{c.max_ms:,.0f}",
+                      f"{c.measured:,}")
     return table
 
 
 def execute_kafka_bench(bootstrap: str, modes: tuple[str, ...], rates: tuple[int, ...], warmup_s: float | None,
                         measure_s: float | None, master: str, out_dir: Path, console: Console,
-                        errors: Console, dedups: tuple[str, ...] = ()) -> list[KafkaCell]:
-    """Check the options and the broker, run the cells, print the table, write ``kafka-latency.json``."""
+                        errors: Console, dedups: tuple[str, ...] = (), rounds: int = 1) -> list[KafkaCell]:
+    """Check the options and the broker, run the cells (each ``rounds`` times), print the table, write
+    ``kafka-latency.json``."""
     modes, rates, dedups = modes or KAFKA_MODES, rates or RATES, tuple(dict.fromkeys(dedups or ("exact",)))
     if unknown := [d for d in dedups if d not in DEDUPS]:
         raise ConfigError(f"--dedup {unknown[0]!r}: choose {' or '.join(DEDUPS)} (repeat --dedup to measure both)")
@@ -61,6 +64,8 @@ def execute_kafka_bench(bootstrap: str, modes: tuple[str, ...], rates: tuple[int
     if any(r <= 0 for r in rates) or warmup_s < 0 or measure_s <= 0:
         raise ConfigError("--rate and --cell-seconds must be above zero and --warmup-seconds not below: "
                           "e.g. --rate 1000 --cell-seconds 60 --warmup-seconds 20")
+    if rounds < 1:
+        raise ConfigError(f"--rounds {rounds}: measure each cell at least once, e.g. --rounds 3")
     if ":" not in bootstrap or "/" in bootstrap:
         raise ConfigError(f"--kafka {bootstrap}: give the broker as host:port, e.g. --kafka localhost:9092")
     check_brokers([bootstrap], ConfigError)
@@ -68,19 +73,20 @@ def execute_kafka_bench(bootstrap: str, modes: tuple[str, ...], rates: tuple[int
     scratch = Path(tempfile.mkdtemp(prefix="speedlayer-bench-kafka-"))
     log = out_dir / "spark.log"
     errors.print(f"starting Spark ({master}) with Spark's Kafka connector; Spark's log: {log}", soft_wrap=True)
-    cells_planned = len(bench_cells(modes, rates, dedups))
+    cells_planned = len(bench_cells(modes, rates, dedups, rounds))
     errors.print(f"bench: fleet alerts on {bootstrap}, {cells_planned} cells of {warmup_s:g} s warm-up + "
                  f"{measure_s:g} s measured (new topics each, removed after)", soft_wrap=True)
     started = time.monotonic()
     try:
         spark = kafka_session(master, log)
         cells = run_kafka_bench(spark, bootstrap, modes, rates, warmup_s, measure_s, str(scratch),
-                                lambda cell: errors.print("  " + cell_line(cell), soft_wrap=True, markup=False), dedups)
+                                lambda cell: errors.print("  " + cell_line(cell), soft_wrap=True, markup=False), dedups,
+                                rounds)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     console.print(cells_table(cells))
     path = out_dir / KAFKA_JSON
     path.write_text(cells_json(cells, bootstrap=bootstrap, master=master, warmup_s=warmup_s, measure_s=measure_s,
-                               elapsed_s=round(time.monotonic() - started)))
+                               rounds=rounds, elapsed_s=round(time.monotonic() - started)))
     console.print(f"wrote {path}", soft_wrap=True)
     return cells

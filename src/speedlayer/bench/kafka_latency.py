@@ -257,10 +257,11 @@ KAFKA_MODES = ("continuous:1s", "realtime:1min", "processing:0s")
 
 
 def cell_line(cell: KafkaCell) -> str:
-    """One cell in one line, as the bench prints it when the cell is done."""
+    """One cell in one line, as the bench prints it when the cell is done (a repeat says its round)."""
+    side = f"{cell.side} {cell.label} {cell.rate:,}/s" + (f" (round {cell.round})" if cell.round > 1 else "")
     if cell.status != "ok":
-        return f"{cell.side} {cell.label} {cell.rate:,}/s: {cell.status}: {cell.reason}"
-    return (f"{cell.side} {cell.label} {cell.rate:,}/s: p50 {cell.p50_ms:,.0f} ms, p99 {cell.p99_ms:,.0f} ms, "
+        return f"{side}: {cell.status}: {cell.reason}"
+    return (f"{side}: p50 {cell.p50_ms:,.0f} ms, p99 {cell.p99_ms:,.0f} ms, "
             f"p99.9 {cell.p999_ms:,.0f} ms, max {cell.max_ms:,.0f} ms ({cell.measured:,} alerts; "
             f"produced {cell.produced_rate:,.0f}/s of {cell.rate:,}/s)")
 
@@ -274,27 +275,32 @@ def kafka_session(master: str, log_file: Any) -> Any:
                          app_name="speedlayer-bench-kafka", log_file=log_file)
 
 
-def bench_cells(modes: tuple[str, ...], rates: tuple[int, ...], dedups: tuple[str, ...]) -> list[tuple[int, str, str | None]]:
-    """The (rate, mode, dedup) cells in the order they run: micro-batch once per dedup, other modes once
-    (they run no dedup).
+def bench_cells(modes: tuple[str, ...], rates: tuple[int, ...], dedups: tuple[str, ...],
+                rounds: int = 1) -> list[tuple[int, str, str | None, int]]:
+    """The (rate, mode, dedup, round) cells in the order they run: micro-batch once per dedup, other modes once
+    (they run no dedup), each ``rounds`` times in a row.
 
     >>> bench_cells(("continuous:1s", "processing:0s"), (1000,), ("exact", "fast"))
-    [(1000, 'continuous:1s', None), (1000, 'processing:0s', 'exact'), (1000, 'processing:0s', 'fast')]
+    [(1000, 'continuous:1s', None, 1), (1000, 'processing:0s', 'exact', 1), (1000, 'processing:0s', 'fast', 1)]
+    >>> bench_cells(("realtime:1min",), (1000,), ("exact",), rounds=2)
+    [(1000, 'realtime:1min', None, 1), (1000, 'realtime:1min', None, 2)]
     """
-    return [(rate, mode, dedup) for rate in rates for mode in modes
-            for dedup in (dedups if parse_trigger(mode).kind == "processing" else (None,))]
+    return [(rate, mode, dedup, round_) for rate in rates for mode in modes
+            for dedup in (dedups if parse_trigger(mode).kind == "processing" else (None,))
+            for round_ in range(1, rounds + 1)]
 
 
 def run_kafka_bench(spark: Any, bootstrap: str, modes: tuple[str, ...], rates: tuple[int, ...], warmup_s: float,
                     measure_s: float, state_root: str, on_cell: Callable[[KafkaCell], None],
-                    dedups: tuple[str, ...] = ("exact",)) -> list[KafkaCell]:
+                    dedups: tuple[str, ...] = ("exact",), rounds: int = 1) -> list[KafkaCell]:
     """Every cell of ``bench_cells`` of the fleet alerts through speedlayer, Kafka -> Kafka, in turn, after one
     cell not kept that warms the session's JVM up (a fresh JVM's first minute runs uncompiled code)."""
     warm_up_session(bootstrap, modes[0], rates[0], speedlayer_alerts(spark, bootstrap, modes[0], state_root))
     cells = []
-    for rate, mode, dedup in bench_cells(modes, rates, dedups):
+    for rate, mode, dedup, round_ in bench_cells(modes, rates, dedups, rounds):
         query = speedlayer_alerts(spark, bootstrap, mode, state_root, dedup=dedup or "exact")
         cell = measure_cell(bootstrap, "speedlayer", mode, rate, query, warmup_s, measure_s, dedup=dedup)
+        cell.round = round_
         on_cell(cell)
         cells.append(cell)
     return cells

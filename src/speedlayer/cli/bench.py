@@ -31,6 +31,8 @@ def bench_command(
                                           "real-time and micro-batch mode, as a Kafka consumer sees the latency"),
     dedup: list[str] | None = typer.Option(None, "--dedup", help="with --kafka: exact | fast, the micro-batch cells' "
                                            "dedup (repeat to measure both; default exact)"),
+    rounds: int = typer.Option(1, "--rounds", help="with --kafka: measure every cell this many times (a p99 "
+                               "moves between runs; advise --from reads each rate's median round)"),
 ) -> None:
     """Measure end-to-end latency, sustained throughput, CPU and memory per output, trigger and input rate."""
     if kafka is not None:
@@ -39,10 +41,12 @@ def bench_command(
         from speedlayer.bench.kafka_command import execute_kafka_bench
 
         execute_kafka_bench(kafka, tuple(mode or ()), tuple(rate or ()), warmup_seconds, cell_seconds,
-                            master or "local[2]", Path(out_dir), out, err, tuple(dedup or ()))
+                            master or "local[2]", Path(out_dir), out, err, tuple(dedup or ()), rounds)
         return
     if dedup:
         raise ConfigError("--dedup measures the micro-batch cells of a Kafka bench: give --kafka HOST:PORT with it")
+    if rounds != 1:
+        raise ConfigError("--rounds repeats the cells of a Kafka bench: give --kafka HOST:PORT with it")
     from speedlayer.bench.lab import LabConfig
 
     cfg = LabConfig.quick() if quick else LabConfig()
