@@ -27,6 +27,8 @@ from speedlayer.runtime.triggers import parse_trigger
 from speedlayer.sources.kafka import check_brokers
 
 RATES = (1_000, 10_000)
+#: ``--quick``'s rate, warm-up and measured seconds: every mode in about four minutes
+QUICK = ((1_000,), 10.0, 20.0)
 #: what --dedup takes: which copy of a re-sent ping the micro-batch cells keep (the run's own choices)
 DEDUPS = get_args(RunSettings.model_fields["dedup"].annotation)
 #: the file the run writes into its --out directory
@@ -49,15 +51,29 @@ def cells_table(cells: list[KafkaCell]) -> Table:
     return table
 
 
+def cell_settings(rates: tuple[int, ...], warmup_s: float | None, measure_s: float | None,
+                  quick: bool = False) -> tuple[tuple[int, ...], float, float]:
+    """The rates, warm-up and measured seconds of the cells: those given, else the defaults (``QUICK``'s
+    with ``quick``).
+
+    >>> cell_settings((), None, None), cell_settings((), None, None, quick=True), cell_settings((500,), 5, None, True)
+    (((1000, 10000), 20.0, 60.0), ((1000,), 10.0, 20.0), ((500,), 5, 20.0))
+    """
+    default_rates, default_warmup, default_measure = QUICK if quick else (RATES, 20.0, 60.0)
+    return (rates or default_rates, default_warmup if warmup_s is None else warmup_s,
+            default_measure if measure_s is None else measure_s)
+
+
 def execute_kafka_bench(bootstrap: str, modes: tuple[str, ...], rates: tuple[int, ...], warmup_s: float | None,
                         measure_s: float | None, master: str, out_dir: Path, console: Console,
-                        errors: Console, dedups: tuple[str, ...] = (), rounds: int = 1) -> list[KafkaCell]:
+                        errors: Console, dedups: tuple[str, ...] = (), rounds: int = 1,
+                        quick: bool = False) -> list[KafkaCell]:
     """Check the options and the broker, run the cells (each ``rounds`` times), print the table, write
-    ``kafka-latency.json``."""
-    modes, rates, dedups = modes or KAFKA_MODES, rates or RATES, tuple(dict.fromkeys(dedups or ("exact",)))
+    ``kafka-latency.json``. ``quick``: the defaults of ``QUICK`` where rates and seconds are not given."""
+    rates, warmup_s, measure_s = cell_settings(rates, warmup_s, measure_s, quick)
+    modes, dedups = modes or KAFKA_MODES, tuple(dict.fromkeys(dedups or ("exact",)))
     if unknown := [d for d in dedups if d not in DEDUPS]:
         raise ConfigError(f"--dedup {unknown[0]!r}: choose {' or '.join(DEDUPS)} (repeat --dedup to measure both)")
-    warmup_s, measure_s = 20.0 if warmup_s is None else warmup_s, 60.0 if measure_s is None else measure_s
     kinds = [parse_trigger(mode).kind for mode in modes]
     if dedups != ("exact",) and "processing" not in kinds:
         raise ConfigError("--dedup applies to micro-batch cells: add a --mode processing:0s (or another processing:T)")
