@@ -106,3 +106,17 @@ def test_a_rate_measured_in_several_rounds_is_judged_on_its_median_round():
 def test_a_round_that_did_not_run_leaves_the_median_to_those_that_did():
     rounds = [cell("realtime:1min", 1000, 0, status="failed", reason="broker gone"), cell("realtime:1min", 1000, 4)]
     assert kafka_advice(rounds, 1000, 10).recommended == "realtime:1min"
+
+
+def test_advise_from_a_kafka_latency_json_judges_the_alerts_it_measured_unless_told_otherwise(capsys, tmp_path):
+    """Without --output the file's own output (the alerts) is judged; --output windows asks of an output
+    with state, which only micro-batch runs."""
+    from speedlayer.cli.app import main
+
+    path = tmp_path / "kafka-latency.json"
+    path.write_text(json.dumps({"cells": CELLS}))
+    main(["advise", "--rate", "10000", "--latency", "50ms", "--from", str(path)])
+    assert capsys.readouterr().out.startswith("for 10,000 events/s and a p99 of at most 50 ms: --trigger realtime:1min")
+    main(["advise", "--rate", "10000", "--latency", "50ms", "--output", "windows", "--from", str(path)])
+    told = capsys.readouterr().out
+    assert told.startswith("no measured mode meets") and "keeps state" in told

@@ -114,24 +114,35 @@ def kafka_mode_advice(results: dict, rate: int, latency_ms: int | None, output: 
     return advice
 
 
-def execute_advise(rate: int, latency_ms: int | None, output: str, headroom: float, from_json: Path | None,
+def _not_ours(path: Path) -> ConfigError:
+    return ConfigError(f"{path} is not a bench.json or kafka-latency.json written by 'speedlayer bench'")
+
+
+def _results_file(path: Path) -> Any:
+    """The JSON of a results file ``--from`` names, or a one-line error saying which file to give."""
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist: give the bench.json or kafka-latency.json that "
+                          "'speedlayer bench --out DIR' wrote into DIR (bench-out by default)")
+    try:
+        return json.loads(path.read_text())
+    except ValueError:
+        raise _not_ours(path) from None
+
+
+def execute_advise(rate: int, latency_ms: int | None, output: str | None, headroom: float, from_json: Path | None,
                    sizes: list[int], batches: int, window: str, watermark: str, master: str, out_dir: Path | None,
                    console: Console, errors: Console):
-    """Fit the batch cost (from a bench.json, or a short measurement) and print the recommendation."""
+    """Fit the batch cost (from a bench.json, or a short measurement) and print the recommendation. ``output``
+    None: the alerts for a kafka-latency.json (what it measures), else the windows."""
+    results = _results_file(from_json) if from_json is not None else None
+    if isinstance(results, dict) and is_kafka_results(results):
+        return kafka_mode_advice(results, rate, latency_ms, output or "alerts", from_json, console)
+    output = output or "windows"
     if from_json is not None:
-        if not from_json.is_file():
-            raise ConfigError(f"{from_json} does not exist: give the bench.json that 'speedlayer bench --out DIR' wrote")
-        not_ours = ConfigError(f"{from_json} is not a bench.json or kafka-latency.json written by 'speedlayer bench'")
-        try:
-            results = json.loads(from_json.read_text())
-        except ValueError:
-            raise not_ours from None
-        if isinstance(results, dict) and is_kafka_results(results):
-            return kafka_mode_advice(results, rate, latency_ms, output, from_json, console)
         try:
             points = batch_points(results, output) or batch_points(results)
         except (KeyError, TypeError):
-            raise not_ours from None
+            raise _not_ours(from_json) from None
         source = f"{len(points)} micro-batches in {from_json}"
     else:
         log = Path(tempfile.gettempdir()) / "speedlayer-advise-spark.log"

@@ -19,10 +19,15 @@ def bench_command(
     output: list[str] | None = typer.Option(None, "--output", help="windows | alerts (repeatable; default both)"),
     mode: list[str] | None = typer.Option(None, "--mode",
                                           help="trigger to measure (repeatable; default: processing:0s, processing:100ms, "
-                                               "processing:1s, processing:5s, available-now, continuous:1s, realtime:)"),
-    rate: list[int] | None = typer.Option(None, "--rate", help="input rate in events/s (repeatable)"),
-    cell_seconds: float | None = typer.Option(None, "--cell-seconds", help="how long each cell feeds events"),
-    warmup_seconds: float | None = typer.Option(None, "--warmup-seconds", help="first seconds of a cell not measured"),
+                                               "processing:1s, processing:5s, available-now, continuous:1s, realtime: (its "
+                                               "interval the cell's); with --kafka: continuous:1s, realtime:1min, "
+                                               "processing:0s)"),
+    rate: list[int] | None = typer.Option(None, "--rate", help="input rate in events/s (repeatable; default 1000, 10000, "
+                                          "50000, 100000; with --kafka 1000, 10000)"),
+    cell_seconds: float | None = typer.Option(None, "--cell-seconds", help="how long each cell feeds events (default "
+                                              "30; with --kafka: how long it is measured after the warm-up, 60)"),
+    warmup_seconds: float | None = typer.Option(None, "--warmup-seconds", help="first seconds of a cell not measured "
+                                                "(default 5; with --kafka 20)"),
     window: str | None = typer.Option(None, "--window", help="tumbling window of the windows output (default 10s; --quick 2s)"),
     watermark: str | None = typer.Option(None, "--watermark", help="watermark delay (default 5s; --quick 1s)"),
     schedule_seconds: float | None = typer.Option(None, "--schedule-seconds", help="available-now: a run every N seconds"),
@@ -66,7 +71,8 @@ def bench_command(
 def advise_command(
     rate: int = typer.Option(..., "--rate", help="target input rate, events/s"),
     latency: str | None = typer.Option(None, "--latency", help="target end-to-end latency, e.g. 500ms or 2s"),
-    output: str = typer.Option("windows", "--output", help="windows | alerts"),
+    output: str | None = typer.Option(None, "--output", help="windows | alerts (default windows; alerts with --from "
+                                      "a kafka-latency.json, which measures the alerts)"),
     headroom: float = typer.Option(0.7, "--headroom", help="share of the interval a batch may take (0-1]"),
     from_json: str | None = typer.Option(None, "--from", help="a bench.json (fit the batch cost from it instead of "
                                          "measuring) or a kafka-latency.json (choose the mode by its measured latency)"),
@@ -83,7 +89,7 @@ def advise_command(
 
     from speedlayer.core.durations import positive_duration
 
-    if output not in ("windows", "alerts"):
+    if output not in (None, "windows", "alerts"):
         raise ConfigError(f"--output {output!r}: choose windows or alerts")
     if not 0 < headroom <= 1:
         raise ConfigError("--headroom is the share of the interval a batch may take: between 0 and 1")
