@@ -63,6 +63,18 @@ RESULTS = ROOT / "bench" / "results"
 PEERS = {"pyflink": ("flink-streaming", pyflink_alerts)}
 
 
+def broker_and_session(stack: ExitStack, bootstrap: str | None, prefix: str):
+    """(bootstrap, scratch directory, session): the broker given, or one started from the test suite's jars,
+    a scratch directory and a session with Spark's Kafka connector, all closed with ``stack``."""
+    if bootstrap is None:
+        from tests.local_servers import Kafka
+
+        bootstrap = stack.enter_context(Kafka()).bootstrap
+    scratch = Path(tempfile.mkdtemp(prefix=prefix))
+    stack.callback(shutil.rmtree, scratch, True)
+    return bootstrap, scratch, kafka_session("local[2]", scratch / "spark.log")
+
+
 def kafka_raw(spark, bootstrap: str, source: str):
     """The input topic as ``plain_fleet`` reads its RAW rows: value, key, offset, ingest_time."""
     return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
@@ -200,15 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     about_peers = peer_versions(peers)  # makes PyFlink's venv first, so that a failed download ends the run at once
 
     with ExitStack() as stack:
-        bootstrap = args.bootstrap
-        if bootstrap is None:
-            from tests.local_servers import Kafka
-
-            broker = stack.enter_context(Kafka())
-            bootstrap = broker.bootstrap
-        scratch = Path(tempfile.mkdtemp(prefix="speedlayer-kafka-latency-"))
-        stack.callback(shutil.rmtree, scratch, True)
-        spark = kafka_session("local[2]", scratch / "spark.log")
+        bootstrap, scratch, spark = broker_and_session(stack, args.bootstrap, "speedlayer-kafka-latency-")
         started = time.monotonic()
         for _, start in starters(spark, bootstrap, modes[0], str(scratch), args):
             warm_up_session(bootstrap, modes[0], rates[0], start)

@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import psutil
@@ -36,27 +34,21 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "bench" / "peers"))
 
 import kafka_latency  # noqa: E402
-from speedlayer.bench.kafka_latency import kafka_session, measure_cell, speedlayer_alerts, warm_up_session  # noqa: E402
+from speedlayer.bench.kafka_latency import measure_cell, speedlayer_alerts, warm_up_session  # noqa: E402
 
 MODE = "processing:0s"
 
 
-@contextmanager
-def observation_off():
-    """The runner builds its queries without decode's observation while this is open (this process only)."""
+def without_observation(start):
+    """``start`` building its run without decode's observation (in this process only)."""
     import speedlayer.runtime.build as build
 
-    saved, build.OBSERVATION = build.OBSERVATION, None
-    try:
-        yield
-    finally:
-        build.OBSERVATION = saved
-
-
-def without_observation(start):
     def started(source: str, out: str):
-        with observation_off():
+        saved, build.OBSERVATION = build.OBSERVATION, None
+        try:
             return start(source, out)
+        finally:
+            build.OBSERVATION = saved
     return started
 
 
@@ -92,12 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "micro_batch_cost.json")
     args = parser.parse_args(argv)
     with ExitStack() as stack:
-        from tests.local_servers import Kafka
-
-        bootstrap = stack.enter_context(Kafka()).bootstrap
-        scratch = Path(tempfile.mkdtemp(prefix="speedlayer-micro-batch-cost-"))
-        stack.callback(shutil.rmtree, scratch, True)
-        spark = kafka_session("local[2]", scratch / "spark.log")
+        bootstrap, scratch, spark = kafka_latency.broker_and_session(stack, None, "speedlayer-micro-batch-cost-")
         state = str(scratch)
         sides = {
             "speedlayer": speedlayer_alerts(spark, bootstrap, MODE, state, dedup="fast"),
